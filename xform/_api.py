@@ -1,0 +1,114 @@
+"""The top-level API: every op of the table as a function of NumPy or Warp arrays.
+
+The functions are generated from the op table, so each has the op's own argument
+names, and returns the caller's array type. Results are always new arrays.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+from . import _launch
+from ._optable import OPS, OpSpec
+
+
+def _numpy_allocator(fill):
+    def allocate(shape, scalar, device):
+        array = fill(shape, dtype=wp.dtype_to_numpy(scalar))
+        return array, wp.array(array, dtype=scalar, copy=False, device="cpu")
+
+    return allocate
+
+
+def _warp_allocator(fill):
+    def allocate(shape, scalar, device):
+        array = fill(shape, dtype=scalar, device=device)
+        return array, array
+
+    return allocate
+
+
+ALLOCATORS = {
+    "numpy": (_numpy_allocator(np.empty), _numpy_allocator(np.zeros)),
+    "warp": (_warp_allocator(wp.empty), _warp_allocator(wp.zeros)),
+}
+
+
+def array_kind(op: OpSpec, args: Sequence[Any]) -> str:
+    """'numpy' or 'warp': the one array type of all arguments."""
+    kinds = []
+    for operand, x in zip(op.operands, args):
+        if isinstance(x, np.ndarray):
+            kinds.append("numpy")
+        elif isinstance(x, wp.array):
+            kinds.append("warp")
+        else:
+            raise TypeError(
+                f"xform.{op.name}: argument '{operand.name}' is a {type(x).__module__}."
+                f"{type(x).__qualname__}; expected a NumPy or Warp array"
+            )
+    if len(set(kinds)) > 1:
+        raise TypeError(
+            f"xform.{op.name}: arguments mix array types "
+            + ", ".join(f"'{o.name}': {k}" for o, k in zip(op.operands, kinds))
+            + "; pass one array type"
+        )
+    return kinds[0]
+
+
+def _unpack(op: OpSpec, results: list):
+    return results[0] if len(op.results) == 1 else tuple(results)
+
+
+def apply(op: OpSpec, args: Sequence[Any]):
+    """Run `op` on NumPy or Warp arrays, returning the same array type."""
+    kind = array_kind(op, args)
+    operands = _launch.prepare(op, args)
+    return _unpack(op, _launch.forward(operands, ALLOCATORS[kind][0]))
+
+
+def vjp(name: str, args: Sequence[Any], cotangents) -> tuple:
+    """Reverse-mode product of the op `name` at `args`.
+
+    `cotangents` is one array for a one-result op, or a tuple with one array (or None,
+    for zero) per result. Returns one gradient per argument, shaped like that argument,
+    with broadcast dimensions summed; None for arguments that are not differentiable.
+    """
+    op = OPS[name]
+    kind = array_kind(op, args)
+    if len(op.results) == 1 and not isinstance(cotangents, (tuple, list)):
+        cotangents = (cotangents,)
+    if len(cotangents) != len(op.results):
+        raise ValueError(f"{name}: expected {len(op.results)} cotangents, got {len(cotangents)}")
+    operands = _launch.prepare(op, args)
+    return tuple(_launch.vjp(operands, cotangents, ALLOCATORS[kind][1]))
+
+
+def _make_function(op: OpSpec):
+    signature = inspect.Signature(
+        [inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for o in op.operands]
+    )
+
+    def function(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        return apply(op, bound.args)
+
+    shapes = ", ".join(f"{o.name} {o.expected_shape()}" for o in op.operands)
+    results = ", ".join(f"{r.name} ({', '.join([*r.batch, *map(str, r.element)])})" for r in op.results)
+    grads = ", ".join(op.differentiable_operands) or "none (not differentiable)"
+    function.__name__ = function.__qualname__ = op.name
+    function.__signature__ = signature
+    function.__doc__ = (
+        f"{op.formula}\n\nArguments: {shapes}.\nReturns: {results}.\n"
+        f"Differentiable with respect to: {grads}.\n"
+        "Leading dimensions broadcast; float32 or float64; results have the input dtype."
+    )
+    return function
+
+
+FUNCTIONS = {name: _make_function(op) for name, op in OPS.items()}

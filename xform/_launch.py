@@ -1,0 +1,284 @@
+"""The launch layer: validate operands, then run an op's kernel (or its adjoint).
+
+It takes any buffer that Warp can view without copying: NumPy arrays, Warp arrays,
+and any DLPack-capable array (PyTorch, JAX, CuPy, ...). Everything is checked before
+any kernel runs. Contiguous operands are read where they lie; non-contiguous ones are
+copied once, on their own device. Results are written into buffers that the caller's
+`allocate` provides, so each framework gets its own array type back.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+from . import _kernels
+from ._layout import LaunchPlan, plan_launch
+from ._optable import OPS, OpSpec
+
+FLOAT_TYPES = (wp.float32, wp.float64)
+
+# allocate(shape, scalar_type, device) -> (the caller's array, a Warp view of it)
+Allocator = Callable[[tuple[int, ...], type, wp.Device], tuple[Any, wp.array]]
+
+
+@dataclass(frozen=True)
+class Operands:
+    """An op's operands, validated: Warp arrays (contiguous, one device, one float type)
+    and the launch plan for their shapes."""
+
+    op: OpSpec
+    arrays: tuple[wp.array, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    scalar: type
+    device: wp.Device
+    plan: LaunchPlan
+
+    def result_shape(self, index: int) -> tuple[int, ...]:
+        return self.plan.batch_shape + self.op.results[index].element
+
+
+def _scalar_name(scalar) -> str:
+    return getattr(scalar, "__name__", str(scalar))
+
+
+def as_warp_array(op: OpSpec, name: str, x: Any) -> wp.array:
+    """A Warp array sharing `x`'s memory (NumPy, Warp or any DLPack-capable array)."""
+    if isinstance(x, wp.array):
+        return x
+    if isinstance(x, np.ndarray):
+        if x.dtype not in (np.float32, np.float64):
+            raise TypeError(
+                f"{op.name}: argument '{name}' has dtype {x.dtype}; expected float32 or float64"
+            )
+        return wp.array(x, dtype=wp.dtype_from_numpy(x.dtype), copy=False, device="cpu")
+    if hasattr(x, "__dlpack__"):
+        try:
+            return wp.from_dlpack(x)
+        except Exception as exc:  # an unsupported dtype is the usual cause
+            raise TypeError(
+                f"{op.name}: argument '{name}' ({type(x).__name__}) could not be viewed "
+                f"through DLPack: {exc}"
+            ) from exc
+    raise TypeError(
+        f"{op.name}: argument '{name}' must be an array (NumPy, Warp, or DLPack-capable), "
+        f"got {type(x).__name__}"
+    )
+
+
+def _logical_shape(a: wp.array) -> tuple[int, ...]:
+    """The shape xform sees: a Warp array of vec3 with shape (N,) is (N, 3)."""
+    return tuple(a.shape) + tuple(getattr(a.dtype, "_shape_", ()))
+
+
+def _scalar_type(a: wp.array):
+    return getattr(a.dtype, "_wp_scalar_type_", a.dtype)
+
+
+def prepare(op: OpSpec, args: Sequence[Any]) -> Operands:
+    """Validate `args` against `op` (dtype, shape, device) and make them contiguous."""
+    if len(args) != len(op.operands):
+        raise TypeError(f"{op.name}: takes {len(op.operands)} arrays, got {len(args)}")
+    arrays = [as_warp_array(op, o.name, x) for o, x in zip(op.operands, args)]
+    first = op.operands[0].name
+    scalar = _scalar_type(arrays[0])
+    device = arrays[0].device
+    for operand, a in zip(op.operands, arrays):
+        own = _scalar_type(a)
+        if own not in FLOAT_TYPES:
+            raise TypeError(
+                f"{op.name}: argument '{operand.name}' has dtype {_scalar_name(own)}; "
+                "expected float32 or float64"
+            )
+        if own is not scalar:
+            raise TypeError(
+                f"{op.name}: argument '{operand.name}' has dtype {_scalar_name(own)} but "
+                f"'{first}' has {_scalar_name(scalar)}; all arguments must share one float dtype"
+            )
+    shapes = tuple(_logical_shape(a) for a in arrays)
+    plan = plan_launch(op, list(shapes))
+    for operand, a in zip(op.operands, arrays):
+        if a.device != device:
+            raise ValueError(
+                f"{op.name}: argument '{operand.name}' is on {a.device} but '{first}' is on "
+                f"{device}; all arguments must be on one device"
+            )
+    arrays = [a if a.is_contiguous else a.contiguous() for a in arrays]
+    return Operands(op, tuple(arrays), shapes, scalar, device, plan)
+
+
+# --- Warp views and kernel overloads ----------------------------------------------------
+
+
+@functools.cache
+def element_type(element: tuple[int, ...], scalar: type):
+    if len(element) == 1:
+        return wp.types.vector(element[0], scalar)
+    return wp.types.matrix(element, scalar)
+
+
+@functools.cache
+def _overload(op: OpSpec, scalar: type) -> wp.Kernel:
+    types: dict[str, Any] = {}
+    params = iter(op.kernel.adj.args)
+    types[next(params).label] = _kernels.Grid
+    for operand in op.operands:
+        types[next(params).label] = wp.array(dtype=element_type(operand.element, scalar))
+        types[next(params).label] = wp.vec4i
+    for result in op.results:
+        types[next(params).label] = wp.array(dtype=element_type(result.element, scalar))
+    return wp.overload(op.kernel, types)
+
+
+# Registering every overload up front fixes the kernel module's contents, so Warp compiles
+# it once (and caches it) instead of recompiling each time a new op/dtype pair appears.
+for _op in OPS.values():
+    for _scalar in FLOAT_TYPES:
+        _overload(_op, _scalar)
+
+
+def element_view(a: wp.array, element: tuple[int, ...], offset: int = 0) -> wp.array:
+    """A 1-D view of a contiguous array as elements (vec3, quaternion as vec4, mat33...),
+    starting `offset` elements in."""
+    dtype = element_type(element, _scalar_type(a))
+    count = a.size // math.prod(element) - offset
+    return wp.array(
+        ptr=a.ptr + offset * wp.types.type_size_in_bytes(dtype),
+        dtype=dtype,
+        shape=(count,),
+        device=a.device,
+        copy=False,
+    )
+
+
+def _launch_tiles(plan: LaunchPlan):
+    """Launches covering `plan.grid`: (Grid, per-operand element offset, result offset,
+    launch size, per-operand vec4i strides). Grids deeper than MAX_GRID_DIMS (rare
+    interleaved broadcasts) loop over their outer dimensions on the host."""
+    depth = _kernels.MAX_GRID_DIMS
+    inner, outer = plan.grid[-depth:], plan.grid[: max(0, len(plan.grid) - depth)]
+    grid = _kernels.Grid()
+    grid.ndim = len(inner)
+    grid.shape = wp.vec4i(*(list(reversed(inner)) + [1] * (depth - len(inner))))
+    inner_strides = [
+        wp.vec4i(*(list(reversed(s[len(outer) :])) + [0] * (depth - len(inner))))
+        for s in plan.strides
+    ]
+    count = math.prod(inner)
+    for flat, index in enumerate(itertools.product(*map(range, outer))):
+        offsets = [sum(i * s for i, s in zip(index, strides)) for strides in plan.strides]
+        yield grid, offsets, flat * count, count, inner_strides
+
+
+def _kernel_inputs(operands: Operands, offsets, strides) -> list:
+    inputs = []
+    for operand, a, offset, s in zip(operands.op.operands, operands.arrays, offsets, strides):
+        inputs += [element_view(a, operand.element, offset), s]
+    return inputs
+
+
+def forward(operands: Operands, allocate: Allocator) -> list[Any]:
+    """Run the op; return its results as the arrays that `allocate` made."""
+    op = operands.op
+    results = [
+        allocate(operands.result_shape(k), operands.scalar, operands.device)
+        for k in range(len(op.results))
+    ]
+    if operands.plan.size == 0:
+        return [native for native, _ in results]
+    kernel = _overload(op, operands.scalar)
+    for grid, offsets, result_offset, count, strides in _launch_tiles(operands.plan):
+        outputs = [
+            element_view(view, r.element, result_offset) for r, (_, view) in zip(op.results, results)
+        ]
+        wp.launch(
+            kernel,
+            dim=count,
+            inputs=[grid, *_kernel_inputs(operands, offsets, strides)],
+            outputs=outputs,
+            device=operands.device,
+        )
+    return [native for native, _ in results]
+
+
+def vjp(
+    operands: Operands,
+    cotangents: Sequence[Any | None],
+    allocate_zeros: Allocator,
+    needed: Sequence[bool] | None = None,
+) -> list[Any | None]:
+    """Reverse-mode product: for each operand, the sum over the broadcast batch of the
+    cotangents pulled back through the op (None where not differentiable or not needed).
+
+    `cotangents` has one entry per result (None means zero); `allocate_zeros` returns
+    zero-filled arrays, into which the adjoint kernel accumulates.
+    """
+    op = operands.op
+    if not op.differentiable:
+        raise TypeError(f"{op.name} is not differentiable")
+    if needed is None:
+        needed = [o.differentiable for o in op.operands]
+    needed = [n and o.differentiable for n, o in zip(needed, op.operands)]
+    grads = [
+        allocate_zeros(shape, operands.scalar, operands.device) if need else None
+        for need, shape in zip(needed, operands.shapes)
+    ]
+    adjoint_results = [
+        _cotangent(operands, k, g, allocate_zeros) for k, g in enumerate(cotangents)
+    ]
+    if operands.plan.size and any(needed):
+        kernel = _overload(op, operands.scalar)
+        for grid, offsets, result_offset, count, strides in _launch_tiles(operands.plan):
+            adj_inputs = [_kernels.Grid()]
+            for operand, grad, offset in zip(op.operands, grads, offsets):
+                adj_inputs += [
+                    None if grad is None else element_view(grad[1], operand.element, offset),
+                    wp.vec4i(),
+                ]
+            wp.launch(
+                kernel,
+                dim=count,
+                inputs=[grid, *_kernel_inputs(operands, offsets, strides)],
+                outputs=[None] * len(op.results),
+                adj_inputs=adj_inputs,
+                adj_outputs=[
+                    element_view(g, r.element, result_offset)
+                    for r, g in zip(op.results, adjoint_results)
+                ],
+                adjoint=True,
+                device=operands.device,
+            )
+    return [None if grad is None else grad[0] for grad in grads]
+
+
+def _cotangent(operands: Operands, index: int, g: Any | None, allocate_zeros: Allocator):
+    """One result's cotangent as a contiguous Warp array, checked against the result."""
+    op = operands.op
+    result = op.results[index]
+    expected = operands.result_shape(index)
+    if g is None:
+        return allocate_zeros(expected, operands.scalar, operands.device)[1]
+    a = as_warp_array(op, f"cotangent of {result.name}", g)
+    if _scalar_type(a) is not operands.scalar:
+        raise TypeError(
+            f"{op.name}: cotangent of '{result.name}' has dtype {_scalar_name(_scalar_type(a))}; "
+            f"expected {_scalar_name(operands.scalar)}"
+        )
+    if _logical_shape(a) != expected:
+        raise ValueError(
+            f"{op.name}: cotangent of '{result.name}' has shape {_logical_shape(a)}; "
+            f"expected {expected}"
+        )
+    if a.device != operands.device:
+        raise ValueError(
+            f"{op.name}: cotangent of '{result.name}' is on {a.device}; "
+            f"expected {operands.device}"
+        )
+    return a if a.is_contiguous else a.contiguous()

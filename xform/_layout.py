@@ -1,0 +1,152 @@
+"""Shape validation and broadcasting, in pure Python (no arrays touched).
+
+`plan_launch` checks every operand's shape against its op-table entry, broadcasts the
+leading dimensions, and describes the launch as a small grid of dimensions with one
+stride per operand and dimension: stride 0 reads the same element again, so broadcast
+operands are never materialised. Adjacent dimensions that every operand walks
+contiguously are merged, so the common cases collapse to one or two dimensions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ._optable import VARIADIC, Operand, OpSpec
+
+# Warp indexes launches and arrays with 32-bit integers.
+MAX_ELEMENTS = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """How one call of an op maps onto kernel launches.
+
+    `grid` lists the launch dimensions, outermost first; `strides[k]` gives operand k's
+    element stride along each of them. Results are contiguous over `grid`.
+    """
+
+    batch_shape: tuple[int, ...]
+    grid: tuple[int, ...]
+    strides: tuple[tuple[int, ...], ...]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.batch_shape)
+
+
+def _shape_error(op: OpSpec, operand: Operand, shape: tuple[int, ...], why: str = "") -> ValueError:
+    detail = f" ({why})" if why else ""
+    return ValueError(
+        f"{op.name}: argument '{operand.name}' has shape {shape}; "
+        f"expected {operand.expected_shape()}{detail}"
+    )
+
+
+def leading_shape(op: OpSpec, operand: Operand, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The leading (batch) dimensions of one operand, after checking its element shape."""
+    n_element = len(operand.element)
+    if len(shape) < n_element or tuple(shape[len(shape) - n_element :]) != operand.element:
+        raise _shape_error(op, operand, shape)
+    leading = tuple(shape[: len(shape) - n_element])
+    if operand.single:
+        if leading not in ((), (1,)):
+            raise _shape_error(op, operand, shape, "a single pose")
+        return ()
+    if VARIADIC not in operand.batch and len(leading) != len(operand.batch):
+        raise _shape_error(op, operand, shape, f"{len(operand.batch)} leading dimension(s)")
+    return leading
+
+
+def _broadcast_groups(op: OpSpec, leading: list[tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """The broadcast shape of every leading-dimension group, naming the first misfit."""
+    groups: dict[str, tuple[int, ...]] = {}
+    owner: dict[str, str] = {}
+    for operand, dims in zip(op.operands, leading):
+        if operand.single:
+            continue
+        for group, part, _ in _split_groups(operand, dims):
+            seen = groups.get(group, ())
+            ndim = max(len(seen), len(part))
+            a = (1,) * (ndim - len(seen)) + seen
+            b = (1,) * (ndim - len(part)) + part
+            if any(x != y and x != 1 and y != 1 for x, y in zip(a, b)):
+                raise ValueError(
+                    f"{op.name}: argument '{operand.name}' has batch shape {dims}, which does "
+                    f"not broadcast with batch shape {seen} of '{owner[group]}' "
+                    f"(dimension group {group!r}); expected {operand.expected_shape()} "
+                    "with broadcastable leading dimensions"
+                )
+            groups[group] = tuple(max(x, y) for x, y in zip(a, b))
+            owner.setdefault(group, operand.name)
+    return groups
+
+
+def _split_groups(operand: Operand, dims: tuple[int, ...]):
+    """Triples (group, its dimensions, their element strides) for one operand's batch."""
+    strides = _contiguous_strides(dims)
+    if operand.batch == (VARIADIC,):
+        return [(VARIADIC, dims, strides)]
+    return [(group, (n,), (s,)) for group, n, s in zip(operand.batch, dims, strides)]
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def _operand_strides(
+    operand: Operand, dims: tuple[int, ...], result_batch: tuple[str, ...], groups: dict
+) -> list[int]:
+    """Element strides of one operand along every dimension of the result's batch:
+    0 where the operand is broadcast or lacks the dimension."""
+    own = {} if operand.single else {g: (n, s) for g, n, s in _split_groups(operand, dims)}
+    strides: list[int] = []
+    for group in result_batch:
+        full = groups.get(group, ())
+        part, part_strides = own.get(group, ((), ()))
+        pad = len(full) - len(part)
+        strides += [0] * pad
+        strides += [s if n == m else 0 for n, m, s in zip(part, full[pad:], part_strides)]
+    return strides
+
+
+def _coalesce(
+    shape: tuple[int, ...], strides: list[list[int]]
+) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    """Drop size-1 dimensions and merge neighbours that every operand walks contiguously.
+    Results are contiguous, so they merge wherever the operands do."""
+    keep = [d for d, size in enumerate(shape) if size != 1]
+    grid = [shape[d] for d in keep]
+    per_operand = [[s[d] for d in keep] for s in strides]
+    d = len(grid) - 1
+    while d > 0:
+        if all(s[d - 1] == s[d] * grid[d] for s in per_operand):
+            grid[d - 1] *= grid[d]
+            for s in per_operand:
+                s[d - 1] = s[d]
+                del s[d]
+            del grid[d]
+        d -= 1
+    return tuple(grid), tuple(tuple(s) for s in per_operand)
+
+
+def plan_launch(op: OpSpec, shapes: list[tuple[int, ...]]) -> LaunchPlan:
+    """Validate `shapes` (one per operand) against `op` and plan the launch."""
+    leading = [leading_shape(op, operand, shape) for operand, shape in zip(op.operands, shapes)]
+    groups = _broadcast_groups(op, leading)
+    result_batch = op.results[0].batch
+    batch_shape = tuple(size for group in result_batch for size in groups.get(group, ()))
+    if math.prod(batch_shape) > MAX_ELEMENTS:
+        raise ValueError(
+            f"{op.name}: the broadcast batch {batch_shape} has more than {MAX_ELEMENTS} elements"
+        )
+    strides = [
+        _operand_strides(operand, dims, result_batch, groups)
+        for operand, dims in zip(op.operands, leading)
+    ]
+    grid, coalesced = _coalesce(batch_shape, strides)
+    return LaunchPlan(batch_shape, grid, coalesced)
