@@ -73,8 +73,11 @@ def as_warp_array(op: OpSpec, name: str, x: Any) -> wp.array:
     )
 
 
-def _logical_shape(a: wp.array) -> tuple[int, ...]:
-    """The shape xform sees: a Warp array of vec3 with shape (N,) is (N, 3)."""
+def _logical_shape(x: Any, a: wp.array) -> tuple[int, ...]:
+    """The shape xform sees: the caller's own (a 0-d array stays 0-d, which Warp cannot
+    express), and for a Warp array of vec3 with shape (N,), (N, 3)."""
+    if not isinstance(x, wp.array) and hasattr(x, "shape"):
+        return tuple(x.shape)
     return tuple(a.shape) + tuple(getattr(a.dtype, "_shape_", ()))
 
 
@@ -102,7 +105,7 @@ def prepare(op: OpSpec, args: Sequence[Any]) -> Operands:
                 f"{op.name}: argument '{operand.name}' has dtype {_scalar_name(own)} but "
                 f"'{first}' has {_scalar_name(scalar)}; all arguments must share one float dtype"
             )
-    shapes = tuple(_logical_shape(a) for a in arrays)
+    shapes = tuple(_logical_shape(x, a) for x, a in zip(args, arrays))
     plan = plan_launch(op, list(shapes))
     for operand, a in zip(op.operands, arrays):
         if a.device != device:
@@ -271,9 +274,9 @@ def _cotangent(operands: Operands, index: int, g: Any | None, allocate_zeros: Al
             f"{op.name}: cotangent of '{result.name}' has dtype {_scalar_name(_scalar_type(a))}; "
             f"expected {_scalar_name(operands.scalar)}"
         )
-    if _logical_shape(a) != expected:
+    if _logical_shape(g, a) != expected:
         raise ValueError(
-            f"{op.name}: cotangent of '{result.name}' has shape {_logical_shape(a)}; "
+            f"{op.name}: cotangent of '{result.name}' has shape {_logical_shape(g, a)}; "
             f"expected {expected}"
         )
     if a.device != operands.device:

@@ -58,11 +58,13 @@ def leading_shape(op: OpSpec, operand: Operand, shape: tuple[int, ...]) -> tuple
     return leading
 
 
-def _broadcast_groups(op: OpSpec, leading: list[tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+def _broadcast_groups(
+    op: OpSpec, shapes: list[tuple[int, ...]], leading: list[tuple[int, ...]]
+) -> dict[str, tuple[int, ...]]:
     """The broadcast shape of every leading-dimension group, naming the first misfit."""
     groups: dict[str, tuple[int, ...]] = {}
-    owner: dict[str, str] = {}
-    for operand, dims in zip(op.operands, leading):
+    owner: dict[str, int] = {}
+    for k, (operand, dims) in enumerate(zip(op.operands, leading)):
         if operand.single:
             continue
         for group, part, _ in _split_groups(operand, dims):
@@ -71,14 +73,15 @@ def _broadcast_groups(op: OpSpec, leading: list[tuple[int, ...]]) -> dict[str, t
             a = (1,) * (ndim - len(seen)) + seen
             b = (1,) * (ndim - len(part)) + part
             if any(x != y and x != 1 and y != 1 for x, y in zip(a, b)):
+                other = op.operands[owner[group]].name
                 raise ValueError(
-                    f"{op.name}: argument '{operand.name}' has batch shape {dims}, which does "
-                    f"not broadcast with batch shape {seen} of '{owner[group]}' "
-                    f"(dimension group {group!r}); expected {operand.expected_shape()} "
+                    f"{op.name}: argument '{operand.name}' has shape {shapes[k]}, whose batch "
+                    f"{dims} does not broadcast with the batch {seen} so far (from '{other}', "
+                    f"shape {shapes[owner[group]]}); expected {operand.expected_shape()} "
                     "with broadcastable leading dimensions"
                 )
-            groups[group] = tuple(max(x, y) for x, y in zip(a, b))
-            owner.setdefault(group, operand.name)
+            groups[group] = tuple(y if x == 1 else x for x, y in zip(a, b))
+            owner.setdefault(group, k)
     return groups
 
 
@@ -137,7 +140,7 @@ def _coalesce(
 def plan_launch(op: OpSpec, shapes: list[tuple[int, ...]]) -> LaunchPlan:
     """Validate `shapes` (one per operand) against `op` and plan the launch."""
     leading = [leading_shape(op, operand, shape) for operand, shape in zip(op.operands, shapes)]
-    groups = _broadcast_groups(op, leading)
+    groups = _broadcast_groups(op, shapes, leading)
     result_batch = op.results[0].batch
     batch_shape = tuple(size for group in result_batch for size in groups.get(group, ()))
     if math.prod(batch_shape) > MAX_ELEMENTS:

@@ -1,0 +1,44 @@
+"""Comparison helpers shared by the tests."""
+
+import numpy as np
+import xform
+
+# Normwise relative tolerance against the float64 reference, per dtype.
+TOLERANCE = {np.float64: 1e-10, np.float32: 1e-5}
+
+
+def relative_error(actual, expected) -> float:
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    if actual.size == 0:
+        return 0.0
+    scale = max(1.0, float(np.abs(expected).max()))
+    return float(np.abs(actual - expected).max()) / scale
+
+
+def assert_matches(actual, expected, dtype) -> None:
+    error = relative_error(actual, expected)
+    assert error <= TOLERANCE[np.dtype(dtype).type], f"relative error {error:.3g}"
+
+
+def as_tuple(result) -> tuple:
+    return result if isinstance(result, tuple) else (result,)
+
+
+STEP = 1e-6
+
+
+def finite_difference_vjp(name, args, cotangents, k):
+    """d/d args[k] of sum(cotangent * result), by central differences."""
+    fn = getattr(xform, name)
+    grad = np.zeros_like(args[k])
+    for index in np.ndindex(args[k].shape):
+        values = []
+        for sign in (1.0, -1.0):
+            shifted = [a.copy() for a in args]
+            shifted[k][index] += sign * STEP
+            results = as_tuple(fn(*shifted))
+            values.append(sum(float((c * r).sum()) for c, r in zip(cotangents, results)))
+        grad[index] = (values[0] - values[1]) / (2 * STEP)
+    return grad

@@ -1,0 +1,152 @@
+"""Empty batches, NaN and Inf, non-contiguous and read-only inputs, zero-copy reads,
+Warp arrays, zero-stride cotangents, and broadcasts too irregular for one launch grid."""
+
+import numpy as np
+import pytest
+import warp as wp
+import xform
+from helpers import as_tuple, finite_difference_vjp
+from reference import random_args, reference
+from xform import _launch
+
+OPS = sorted(xform.OPS)
+DIFFERENTIABLE = [n for n in OPS if xform.OPS[n].differentiable]
+
+
+def leadings_with(name, batch):
+    """Every operand given leading shape `batch` (cuRobo's single pose keeps (1,))."""
+    op = xform.OPS[name]
+    if op.operands[-1].batch == ("B", "N"):
+        return [(batch[0],), (batch[0],), (batch[0], batch[-1])]
+    return [(1,) if o.single else batch for o in op.operands]
+
+
+@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("batch", [(0,), (2, 0), (0, 3)])
+def test_empty_batches_give_empty_results(name, batch, rng):
+    args = random_args(name, leadings_with(name, batch), rng)
+    results = as_tuple(getattr(xform, name)(*args))
+    for result, expected in zip(results, reference(name, args)):
+        assert result.shape == expected.shape and result.size == 0
+    if xform.OPS[name].differentiable:
+        grads = xform.vjp(name, args, tuple(np.ones_like(r) for r in results))
+        for grad, arg in zip(grads, args):
+            assert grad.shape == arg.shape
+            assert not np.any(grad)
+
+
+@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nan_and_inf_propagate_to_their_own_batch_element(name, bad, rng):
+    op = xform.OPS[name]
+    for k, operand in enumerate(op.operands):
+        if operand.single:
+            continue
+        args = random_args(name, leadings_with(name, (3,)), rng)
+        args[k][1] = bad
+        results = as_tuple(getattr(xform, name)(*args))
+        assert any(not np.all(np.isfinite(r[1])) for r in results)
+        for r in results:
+            assert np.all(np.isfinite(r[0])) and np.all(np.isfinite(r[2]))
+
+
+@pytest.mark.parametrize("name", [n for n in OPS if any(o.single for o in xform.OPS[n].operands)])
+def test_non_finite_single_pose_poisons_every_point(name, rng):
+    args = random_args(name, leadings_with(name, (4,)), rng)
+    args[1][0, 0] = np.nan
+    assert np.all(np.isnan(getattr(xform, name)(*args)))
+
+
+def non_contiguous(a: np.ndarray, rng) -> np.ndarray:
+    """The same values, laid out with gaps: every other element of a larger array."""
+    wide = rng.normal(size=(*a.shape[:-1], 2 * a.shape[-1]))
+    wide[..., ::2] = a
+    view = wide[..., ::2]
+    assert not view.flags.c_contiguous
+    return view
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_non_contiguous_inputs_give_the_same_results(name, rng):
+    args = random_args(name, leadings_with(name, (4,)), rng)
+    expected = as_tuple(getattr(xform, name)(*args))
+    for k in range(len(args)):
+        strided = list(args)
+        strided[k] = non_contiguous(args[k], rng)
+        for got, want in zip(as_tuple(getattr(xform, name)(*strided)), expected):
+            np.testing.assert_array_equal(got, want)
+    transposed = [np.asfortranarray(a) for a in args]
+    for got, want in zip(as_tuple(getattr(xform, name)(*transposed)), expected):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_read_only_and_broadcast_views_are_accepted(rng):
+    q = rng.normal(size=4)
+    points = np.broadcast_to(rng.normal(size=3), (5, 3))
+    assert not points.flags.writeable
+    out = xform.transform_points(np.zeros(3), q, points)
+    np.testing.assert_allclose(out, np.broadcast_to(out[0], (5, 3)), rtol=0, atol=0)
+
+
+def test_contiguous_inputs_are_read_in_place(rng):
+    op = xform.OPS["batch_transform_points"]
+    args = random_args("batch_transform_points", [(2,), (2,), (2, 5)], rng)
+    operands = _launch.prepare(op, args)
+    for a, w in zip(args, operands.arrays):
+        assert w.ptr == a.ctypes.data
+    strided = non_contiguous(args[2], rng)
+    copied = _launch.prepare(op, [args[0], args[1], strided])
+    assert copied.arrays[2].ptr != strided.ctypes.data
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_zero_stride_and_non_contiguous_cotangents(name, rng):
+    args = random_args(name, leadings_with(name, (3,)), rng)
+    results = as_tuple(getattr(xform, name)(*args))
+    ones = tuple(np.broadcast_to(np.ones(()), r.shape) for r in results)
+    dense = xform.vjp(name, args, tuple(np.ones(r.shape) for r in results))
+    for a, b in zip(xform.vjp(name, args, ones), dense):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [wp.float32, wp.float64])
+def test_warp_arrays_in_warp_arrays_out(dtype, rng):
+    args = random_args("pose_multiply", [(5,), (5,), (1,), (5,)], rng)
+    np_dtype = wp.dtype_to_numpy(dtype)
+    warp_args = [wp.array(a.astype(np_dtype), dtype=dtype) for a in args]
+    t, q = xform.pose_multiply(*warp_args)
+    assert isinstance(t, wp.array) and isinstance(q, wp.array)
+    assert t.shape == (5, 3) and q.shape == (5, 4) and t.dtype is dtype
+    expected = xform.pose_multiply(*[a.astype(np_dtype) for a in args])
+    np.testing.assert_array_equal(t.numpy(), expected[0])
+    np.testing.assert_array_equal(q.numpy(), expected[1])
+
+
+def test_warp_vector_arrays_are_read_as_their_components(rng):
+    points = rng.normal(size=(6, 3))
+    q = rng.normal(size=4)
+    as_vectors = wp.array(points, dtype=wp.vec3d)
+    out = xform.transform_points(wp.array(np.zeros(3)), wp.array(q), as_vectors)
+    np.testing.assert_array_equal(out.numpy(), xform.transform_points(np.zeros(3), q, points))
+
+
+def test_broadcast_patterns_deeper_than_one_grid(rng):
+    """(2,1,2,1,2) against (1,2,1,2,1) leaves five dimensions that cannot merge: the launch
+    is tiled over the outer ones. Values and gradients must still be right."""
+    leadings = [(2, 1, 2, 1, 2), (1, 2, 1, 2, 1), (2, 1, 2, 1, 2), (1, 2, 1, 2, 1)]
+    args = random_args("pose_multiply", leadings, rng)
+    assert len(_launch.prepare(xform.OPS["pose_multiply"], args).plan.grid) == 5
+    results = xform.pose_multiply(*args)
+    for got, want in zip(results, reference("pose_multiply", args)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    cotangents = tuple(rng.normal(size=r.shape) for r in results)
+    grads = xform.vjp("pose_multiply", args, cotangents)
+    for k, grad in enumerate(grads):
+        expected = finite_difference_vjp("pose_multiply", args, cotangents, k)
+        assert np.linalg.norm(grad - expected) <= 1e-6 * np.linalg.norm(expected)
+
+
+def test_batches_beyond_32_bit_indexing_are_refused_before_any_work(rng):
+    huge = np.broadcast_to(rng.normal(size=3), (2**16, 2**16, 3))
+    with pytest.raises(ValueError, match="more than 2147483647 elements"):
+        xform.transform_points(np.zeros(3), np.ones(4), huge)
