@@ -7,6 +7,7 @@ Prints its progress and the final pose error; exits non-zero if the pose is not 
 import sys
 
 import numpy as np
+
 import xform
 
 rng = np.random.default_rng(7)

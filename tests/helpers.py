@@ -1,6 +1,7 @@
 """Comparison helpers shared by the tests."""
 
 import numpy as np
+
 import xform
 
 # Normwise relative tolerance against the float64 reference, per dtype.

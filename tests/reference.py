@@ -165,9 +165,7 @@ def leading_cases(name: str) -> list[tuple[tuple[int, ...], ...]]:
     n = len(op.operands)
     if name == "transform_points":
         return [
-            (single, single, points)
-            for single in ((), (1,))
-            for points in ((), (1,), (5,), (2, 3))
+            (single, single, points) for single in ((), (1,)) for points in ((), (1,), (5,), (2, 3))
         ]
     if op.operands[-1].batch == ("B", "N"):
         return [
@@ -181,3 +179,13 @@ def leading_cases(name: str) -> list[tuple[tuple[int, ...], ...]]:
             for own, others in (((1,), (5,)), ((2, 1), (1, 3)), ((), (2, 3)), ((4, 1, 3), (2, 1))):
                 cases.append(tuple(own if j == k else others for j in range(n)))
     return cases
+
+
+def op_cases(names) -> dict:
+    """pytest.mark.parametrize keywords for (name, leadings) over every leading case."""
+    cases = [(name, leadings) for name in names for leadings in leading_cases(name)]
+    return {
+        "argnames": ("name", "leadings"),
+        "argvalues": cases,
+        "ids": [f"{name}-{leadings}" for name, leadings in cases],
+    }

@@ -4,9 +4,10 @@ Warp arrays, zero-stride cotangents, and broadcasts too irregular for one launch
 import numpy as np
 import pytest
 import warp as wp
-import xform
 from helpers import as_tuple, finite_difference_vjp
 from reference import random_args, reference
+
+import xform
 from xform import _launch
 
 OPS = sorted(xform.OPS)
@@ -150,3 +151,23 @@ def test_batches_beyond_32_bit_indexing_are_refused_before_any_work(rng):
     huge = np.broadcast_to(rng.normal(size=3), (2**16, 2**16, 3))
     with pytest.raises(ValueError, match="more than 2147483647 elements"):
         xform.transform_points(np.zeros(3), np.ones(4), huge)
+
+
+def test_launch_layer_reads_any_dlpack_buffer_in_place(rng):
+    """The core launches on any DLPack-capable array: a torch tensor is read where it lies,
+    and the results land in buffers of the caller's choosing."""
+    torch = pytest.importorskip("torch")
+    op = xform.OPS["pose_inverse"]
+    t = torch.from_numpy(rng.normal(size=(4, 3)))
+    q = torch.from_numpy(rng.normal(size=(4, 4)))
+    operands = _launch.prepare(op, [t, q])
+    assert [a.ptr for a in operands.arrays] == [t.data_ptr(), q.data_ptr()]
+
+    def allocate(shape, scalar, device):
+        out = torch.empty(shape, dtype=torch.float64)
+        return out, wp.from_torch(out)
+
+    t_inv, q_inv = _launch.forward(operands, allocate)
+    expected = xform.pose_inverse(t.numpy(), q.numpy())
+    np.testing.assert_array_equal(t_inv.numpy(), expected[0])
+    np.testing.assert_array_equal(q_inv.numpy(), expected[1])

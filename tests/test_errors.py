@@ -6,15 +6,19 @@ import re
 import numpy as np
 import pytest
 import warp as wp
-import xform
 from reference import random_args
+
+import xform
 
 OPS = sorted(xform.OPS)
 
 
 def good_leadings(name):
     op = xform.OPS[name]
-    return [(1,) if o.single else (2,) * len(o.batch) if "..." not in o.batch else (2,) for o in op.operands]
+    return [
+        (1,) if o.single else (2,) * len(o.batch) if "..." not in o.batch else (2,)
+        for o in op.operands
+    ]
 
 
 def bad_shapes(name):
@@ -23,7 +27,7 @@ def bad_shapes(name):
     good = [(*lead, *o.element) for lead, o in zip(good_leadings(name), op.operands)]
     cases = []
     for k, operand in enumerate(op.operands):
-        wrong_element = (*good[k][: -1], good[k][-1] + 1)
+        wrong_element = (*good[k][:-1], good[k][-1] + 1)
         cases.append((k, wrong_element, "element"))
         cases.append((k, operand.element[1:] or (), "too few dims"))
         if operand.single:
@@ -54,16 +58,25 @@ def test_bad_shape_raises_value_error_naming_argument(name, k, shape, why, rng):
 
 
 def test_shape_message_is_specific():
-    with pytest.raises(ValueError, match=re.escape(
-        "transform_points: argument 'position' has shape (5, 3); expected (3,) or (1, 3)"
-    )):
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "transform_points: argument 'position' has shape (5, 3); expected (3,) or (1, 3)"
+        ),
+    ):
         xform.transform_points(np.zeros((5, 3)), np.ones(4), np.zeros((5, 3)))
-    with pytest.raises(ValueError, match=re.escape(
-        "batch_transform_points: argument 'points' has shape (4, 3); expected (B, N, 3)"
-    )):
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "batch_transform_points: argument 'points' has shape (4, 3); expected (B, N, 3)"
+        ),
+    ):
         xform.batch_transform_points(np.zeros((4, 3)), np.ones((4, 4)), np.zeros((4, 3)))
-    with pytest.raises(ValueError, match=r"'quaternion2' has shape \(3, 4\), whose batch \(3,\) does not broadcast "
-                       r"with the batch \(2,\) so far \(from 'position', shape \(2, 3\)\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"'quaternion2' has shape \(3, 4\), whose batch \(3,\) does not broadcast "
+        r"with the batch \(2,\) so far \(from 'position', shape \(2, 3\)\)",
+    ):
         xform.pose_multiply(np.zeros((2, 3)), np.ones((2, 4)), np.zeros((2, 3)), np.ones((3, 4)))
 
 
@@ -109,7 +122,9 @@ def test_wrong_argument_count_raises_type_error():
 
 def test_bad_cotangent_raises(rng):
     args = random_args("pose_inverse", [(2,), (2,)], rng)
-    with pytest.raises(ValueError, match=r"cotangent of 'out_position' has shape \(3, 3\); expected \(2, 3\)"):
+    with pytest.raises(
+        ValueError, match=r"cotangent of 'out_position' has shape \(3, 3\); expected \(2, 3\)"
+    ):
         xform.vjp("pose_inverse", args, (np.ones((3, 3)), None))
     with pytest.raises(TypeError, match="cotangent of 'out_quaternion' has dtype float32"):
         xform.vjp("pose_inverse", args, (None, np.ones((2, 4), np.float32)))

@@ -4,13 +4,15 @@ sums over broadcast dimensions must be right."""
 
 import numpy as np
 import pytest
-import xform
 from helpers import as_tuple, finite_difference_vjp
-from reference import leading_cases, random_args
+from reference import leading_cases, op_cases, random_args
+
+import xform
 
 DIFFERENTIABLE = [name for name, op in xform.OPS.items() if op.differentiable]
-CASES = [(name, leadings) for name in DIFFERENTIABLE for leadings in leading_cases(name)]
-@pytest.mark.parametrize(("name", "leadings"), CASES, ids=[f"{n}-{l}" for n, l in CASES])
+
+
+@pytest.mark.parametrize(**op_cases(DIFFERENTIABLE))
 def test_vjp_matches_finite_differences(name, leadings, rng):
     args = random_args(name, leadings, rng)
     results = as_tuple(getattr(xform, name)(*args))

@@ -20,9 +20,7 @@ BLOCK_FRAMEWORKS = textwrap.dedent(
 
 
 def run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
-    )
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
 
 
 def test_import_without_torch_or_jax():

@@ -5,9 +5,10 @@ import math
 
 import numpy as np
 import pytest
-import xform
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import xform
 from xform._layout import plan_launch
 
 dims = st.lists(st.integers(0, 3), min_size=0, max_size=5)
@@ -26,7 +27,10 @@ def check_plan(op, shapes, broadcast_views):
         expected = view.reshape(-1)
         got = [element_read(plan, k, i) for i in range(plan.size)]
         np.testing.assert_array_equal(got, expected)
-        assert all(0 <= g < max(1, math.prod(shapes[k][: len(shapes[k]) - len(op.operands[k].element)])) for g in got)
+        assert all(
+            0 <= g < max(1, math.prod(shapes[k][: len(shapes[k]) - len(op.operands[k].element)]))
+            for g in got
+        )
     return plan
 
 
@@ -42,9 +46,7 @@ def test_variadic_broadcast_matches_numpy(data):
         leadings.append(tuple(n if data.draw(st.booleans()) else 1 for n in own))
     shapes = [(*lead, *o.element) for lead, o in zip(leadings, op.operands)]
     full = np.broadcast_shapes(*leadings)
-    views = [
-        np.broadcast_to(np.arange(math.prod(lead)).reshape(lead), full) for lead in leadings
-    ]
+    views = [np.broadcast_to(np.arange(math.prod(lead)).reshape(lead), full) for lead in leadings]
     plan = check_plan(op, shapes, views)
     assert plan.batch_shape == full
 

@@ -3,8 +3,9 @@ and near 180-degree rotations about many axes, tiny angles; w >= 0; leading dims
 
 import numpy as np
 import pytest
-import xform
 from scipy.spatial.transform import Rotation
+
+import xform
 
 CONVERTERS = [xform.matrix_to_quaternion, xform.cuda_matrix_to_quaternion]
 

@@ -2,15 +2,14 @@
 
 import numpy as np
 import pytest
-import xform
 from helpers import as_tuple, assert_matches
-from reference import leading_cases, random_args, reference
+from reference import op_cases, random_args, reference
 
-CASES = [(name, leadings) for name in xform.OPS for leadings in leading_cases(name)]
+import xform
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize(("name", "leadings"), CASES, ids=[f"{n}-{l}" for n, l in CASES])
+@pytest.mark.parametrize(**op_cases(xform.OPS))
 def test_matches_reference(name, leadings, dtype, rng):
     args = random_args(name, leadings, rng, dtype)
     results = as_tuple(getattr(xform, name)(*args))
@@ -37,7 +36,9 @@ def test_unit_quaternions_give_rigid_transforms(rng):
     t = rng.normal(size=(6, 3))
     p = rng.normal(size=(6, 3))
     m = xform.quaternion_to_matrix(q)
-    np.testing.assert_allclose(m @ np.swapaxes(m, -1, -2), np.broadcast_to(np.eye(3), m.shape), atol=1e-12)
+    np.testing.assert_allclose(
+        m @ np.swapaxes(m, -1, -2), np.broadcast_to(np.eye(3), m.shape), atol=1e-12
+    )
     np.testing.assert_allclose(np.linalg.det(m), 1.0, atol=1e-12)
     t_ab, q_ab = xform.pose_multiply(t, q, t[::-1].copy(), q[::-1].copy())
     composed = xform.batch_transform_points(t_ab, q_ab, p[:, None])[:, 0]

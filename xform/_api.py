@@ -99,7 +99,9 @@ def _make_function(op: OpSpec):
         return apply(op, bound.args)
 
     shapes = ", ".join(f"{o.name} {o.expected_shape()}" for o in op.operands)
-    results = ", ".join(f"{r.name} ({', '.join([*r.batch, *map(str, r.element)])})" for r in op.results)
+    results = ", ".join(
+        f"{r.name} ({', '.join([*r.batch, *map(str, r.element)])})" for r in op.results
+    )
     grads = ", ".join(op.differentiable_operands) or "none (not differentiable)"
     function.__name__ = function.__qualname__ = op.name
     function.__signature__ = signature

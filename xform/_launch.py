@@ -140,6 +140,9 @@ def _overload(op: OpSpec, scalar: type) -> wp.Kernel:
     return wp.overload(op.kernel, types)
 
 
+# Once, at import: DLPack views need the runtime, and no call should pay for starting it.
+wp.init()
+
 # Registering every overload up front fixes the kernel module's contents, so Warp compiles
 # it once (and caches it) instead of recompiling each time a new op/dtype pair appears.
 for _op in OPS.values():
@@ -199,7 +202,8 @@ def forward(operands: Operands, allocate: Allocator) -> list[Any]:
     kernel = _overload(op, operands.scalar)
     for grid, offsets, result_offset, count, strides in _launch_tiles(operands.plan):
         outputs = [
-            element_view(view, r.element, result_offset) for r, (_, view) in zip(op.results, results)
+            element_view(view, r.element, result_offset)
+            for r, (_, view) in zip(op.results, results)
         ]
         wp.launch(
             kernel,
@@ -233,9 +237,7 @@ def vjp(
         allocate_zeros(shape, operands.scalar, operands.device) if need else None
         for need, shape in zip(needed, operands.shapes)
     ]
-    adjoint_results = [
-        _cotangent(operands, k, g, allocate_zeros) for k, g in enumerate(cotangents)
-    ]
+    adjoint_results = [_cotangent(operands, k, g, allocate_zeros) for k, g in enumerate(cotangents)]
     if operands.plan.size and any(needed):
         kernel = _overload(op, operands.scalar)
         for grid, offsets, result_offset, count, strides in _launch_tiles(operands.plan):
@@ -281,7 +283,6 @@ def _cotangent(operands: Operands, index: int, g: Any | None, allocate_zeros: Al
         )
     if a.device != operands.device:
         raise ValueError(
-            f"{op.name}: cotangent of '{result.name}' is on {a.device}; "
-            f"expected {operands.device}"
+            f"{op.name}: cotangent of '{result.name}' is on {a.device}; expected {operands.device}"
         )
     return a if a.is_contiguous else a.contiguous()
