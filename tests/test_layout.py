@@ -20,17 +20,15 @@ def element_read(plan, k, flat):
     return sum(int(i) * s for i, s in zip(index, plan.strides[k]))
 
 
-def check_plan(op, shapes, broadcast_views):
-    plan = plan_launch(op, shapes)
+def check_plan(op, shapes, broadcast_views, prefix=0):
+    plan = plan_launch(op, shapes, prefix)
     assert math.prod(plan.grid) == plan.size
     for k, view in enumerate(broadcast_views):
         expected = view.reshape(-1)
         got = [element_read(plan, k, i) for i in range(plan.size)]
         np.testing.assert_array_equal(got, expected)
-        assert all(
-            0 <= g < max(1, math.prod(shapes[k][: len(shapes[k]) - len(op.operands[k].element)]))
-            for g in got
-        )
+        count = math.prod(shapes[k][: len(shapes[k]) - len(op.operands[k].element)])
+        assert all(0 <= g < max(1, count) for g in got)
     return plan
 
 
@@ -64,6 +62,26 @@ def test_batch_layout_matches_numpy(b, n, keep):
         np.broadcast_to(np.arange(bx * n).reshape(bx, n), full),
     ]
     plan = check_plan(op, shapes, views)
+    assert plan.batch_shape == full
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_mapped_prefix_dimensions_lead_and_broadcast(data):
+    """Dimensions a vmap adds stand before every operand's own batch, broadcast by size 1,
+    and lead the result: the single pose of transform_points becomes one pose per map."""
+    op = xform.OPS["transform_points"]
+    mapped = data.draw(st.integers(0, 3))
+    points = tuple(data.draw(dims))
+    sizes = [mapped if data.draw(st.booleans()) else 1 for _ in op.operands]
+    shapes = [(sizes[0], 1, 3), (sizes[1], 4), (sizes[2], *points, 3)]
+    full = (np.broadcast_shapes(*[(s,) for s in sizes])[0], *points)
+    views = [
+        np.broadcast_to(np.arange(sizes[0]).reshape(-1, *[1] * len(points)), full),
+        np.broadcast_to(np.arange(sizes[1]).reshape(-1, *[1] * len(points)), full),
+        np.broadcast_to(np.arange(sizes[2] * math.prod(points)).reshape(sizes[2], *points), full),
+    ]
+    plan = check_plan(op, shapes, views, prefix=1)
     assert plan.batch_shape == full
 
 

@@ -10,7 +10,7 @@ and JAX adapters live in `xform.backends.torch` and `xform.backends.jax`; import
 """
 
 from ._api import FUNCTIONS as _FUNCTIONS
-from ._api import vjp
+from ._api import jvp, vjp
 from ._optable import OPS
 
 __version__ = "0.1.0"
@@ -27,4 +27,4 @@ pose_to_matrix = _FUNCTIONS["pose_to_matrix"]
 pose_multiply = _FUNCTIONS["pose_multiply"]
 pose_inverse = _FUNCTIONS["pose_inverse"]
 
-__all__ = ["OPS", "vjp", *_FUNCTIONS]
+__all__ = ["OPS", "jvp", "vjp", *_FUNCTIONS]

@@ -89,6 +89,19 @@ def vjp(name: str, args: Sequence[Any], cotangents) -> tuple:
     return tuple(_launch.vjp(operands, cotangents, ALLOCATORS[kind][1]))
 
 
+def jvp(name: str, args: Sequence[Any], tangents: Sequence[Any]):
+    """Forward-mode product of the op `name` at `args`: the results' tangents for one
+    tangent per argument (None for zero), each shaped like its argument. Returns one
+    array for a one-result op, else a tuple."""
+    op = OPS[name]
+    kind = array_kind(op, args)
+    if len(tangents) != len(op.operands):
+        raise ValueError(f"{name}: expected {len(op.operands)} tangents, got {len(tangents)}")
+    operands = _launch.prepare(op, args)
+    empty, zeros = ALLOCATORS[kind]
+    return _unpack(op, _launch.jvp(operands, tangents, empty, zeros))
+
+
 def _make_function(op: OpSpec):
     signature = inspect.Signature(
         [inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for o in op.operands]

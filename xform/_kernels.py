@@ -71,58 +71,125 @@ def quat_multiply(a: Any, b: Any):
 
 
 @wp.func
+def quat_rotate_polar(q: Any, r: Any, v: Any):
+    """The symmetric bilinear form B(q, r) v with B(q, q) v = q (0, v) q*. Every rotation
+    below is written through it, so that the tangent of R(q) v along dq is 2 B(q, dq) v."""
+    wq = q[0]
+    uq = vector_part(q)
+    wr = r[0]
+    ur = vector_part(r)
+    return (
+        (wq * wr - wp.dot(uq, ur)) * v
+        + wp.dot(uq, v) * ur
+        + wp.dot(ur, v) * uq
+        + wq * wp.cross(ur, v)
+        + wr * wp.cross(uq, v)
+    )
+
+
+@wp.func
 def quat_rotate(q: Any, v: Any):
     """The sandwich product `q (0, v) q*` as a 3-vector."""
-    w = q[0]
-    u = vector_part(q)
-    two = type(w)(2.0)
-    return (w * w - wp.dot(u, u)) * v + (two * wp.dot(u, v)) * u + (two * w) * wp.cross(u, v)
+    return quat_rotate_polar(q, q, v)
+
+
+@wp.func
+def quat_rotate_tangent(q: Any, dq: Any, v: Any, dv: Any):
+    two = type(q[0])(2.0)
+    return quat_rotate(q, dv) + two * quat_rotate_polar(q, dq, v)
+
+
+@wp.func
+def quat_matrix_polar(q: Any, r: Any):
+    """The matrix of B(q, r): quat_matrix_polar(q, q) is the matrix of `quat_rotate(q, .)`."""
+    return wp.matrix(
+        q[0] * r[0] + q[1] * r[1] - q[2] * r[2] - q[3] * r[3],
+        q[1] * r[2] + r[1] * q[2] - q[0] * r[3] - r[0] * q[3],
+        q[1] * r[3] + r[1] * q[3] + q[0] * r[2] + r[0] * q[2],
+        q[1] * r[2] + r[1] * q[2] + q[0] * r[3] + r[0] * q[3],
+        q[0] * r[0] - q[1] * r[1] + q[2] * r[2] - q[3] * r[3],
+        q[2] * r[3] + r[2] * q[3] - q[0] * r[1] - r[0] * q[1],
+        q[1] * r[3] + r[1] * q[3] - q[0] * r[2] - r[0] * q[2],
+        q[2] * r[3] + r[2] * q[3] + q[0] * r[1] + r[0] * q[1],
+        q[0] * r[0] - q[1] * r[1] - q[2] * r[2] + q[3] * r[3],
+        shape=(3, 3),
+    )
 
 
 @wp.func
 def quat_to_matrix(q: Any):
-    """The matrix of `quat_rotate(q, .)`."""
-    w = q[0]
-    x = q[1]
-    y = q[2]
-    z = q[3]
-    two = type(w)(2.0)
-    return wp.matrix(
-        w * w + x * x - y * y - z * z, two * (x * y - w * z), two * (x * z + w * y),
-        two * (x * y + w * z), w * w - x * x + y * y - z * z, two * (y * z - w * x),
-        two * (x * z - w * y), two * (y * z + w * x), w * w - x * x - y * y + z * z,
-        shape=(3, 3),
-    )  # fmt: skip
+    return quat_matrix_polar(q, q)
 
 
 @wp.func
-def matrix_to_quat(m: Any):
-    """Shepperd's method: divide by the largest of 4w^2, 4x^2, 4y^2, 4z^2 (each read off the
-    diagonal), so that the result stays accurate near 180 degrees; then flip to w >= 0."""
-    one = type(m[0, 0])(1.0)
-    half = type(m[0, 0])(0.5)
-    t0 = one + m[0, 0] + m[1, 1] + m[2, 2]
-    t1 = one + m[0, 0] - m[1, 1] - m[2, 2]
-    t2 = one - m[0, 0] + m[1, 1] - m[2, 2]
-    t3 = one - m[0, 0] - m[1, 1] + m[2, 2]
+def quat_to_matrix_tangent(q: Any, dq: Any):
+    return type(q[0])(2.0) * quat_matrix_polar(q, dq)
+
+
+@wp.func
+def shepperd_branch(m: Any):
+    """Which of 4w^2, 4x^2, 4y^2, 4z^2 (read off the diagonal) is largest: dividing by it
+    keeps the conversion accurate near 180 degrees."""
+    t0 = m[0, 0] + m[1, 1] + m[2, 2]
+    t1 = m[0, 0] - m[1, 1] - m[2, 2]
+    t2 = -m[0, 0] + m[1, 1] - m[2, 2]
+    t3 = -m[0, 0] - m[1, 1] + m[2, 2]
+    branch = int(3)  # noqa: UP018 -- a typed, mutable Warp local
+    if t0 >= t1 and t0 >= t2 and t0 >= t3:
+        branch = 0
+    elif t1 >= t2 and t1 >= t3:
+        branch = 1
+    elif t2 >= t3:
+        branch = 2
+    return branch
+
+
+@wp.func
+def shepperd_terms(m: Any, branch: int, one: Any):
+    """For the chosen branch, t = 4 c^2 (c the largest component) and the vector 4 c q,
+    both affine in m; with one = 0 they are the linear parts, i.e. their tangents."""
     wx = m[2, 1] - m[1, 2]
     wy = m[0, 2] - m[2, 0]
     wz = m[1, 0] - m[0, 1]
     xy = m[0, 1] + m[1, 0]
     xz = m[0, 2] + m[2, 0]
     yz = m[1, 2] + m[2, 1]
-    q = wp.vector(t0, wx, wy, wz)
-    if t0 >= t1 and t0 >= t2 and t0 >= t3:
-        q = (half / wp.sqrt(t0)) * wp.vector(t0, wx, wy, wz)
-    elif t1 >= t2 and t1 >= t3:
-        q = (half / wp.sqrt(t1)) * wp.vector(wx, t1, xy, xz)
-    elif t2 >= t3:
-        q = (half / wp.sqrt(t2)) * wp.vector(wy, xy, t2, yz)
-    else:
-        q = (half / wp.sqrt(t3)) * wp.vector(wz, xz, yz, t3)
+    t = one + m[0, 0] + m[1, 1] + m[2, 2]
+    v = wp.vector(t, wx, wy, wz)
+    if branch == 1:
+        t = one + m[0, 0] - m[1, 1] - m[2, 2]
+        v = wp.vector(wx, t, xy, xz)
+    elif branch == 2:
+        t = one - m[0, 0] + m[1, 1] - m[2, 2]
+        v = wp.vector(wy, xy, t, yz)
+    elif branch == 3:
+        t = one - m[0, 0] - m[1, 1] + m[2, 2]
+        v = wp.vector(wz, xz, yz, t)
+    return t, v
+
+
+@wp.func
+def matrix_to_quat(m: Any):
+    """Shepperd's method, q = v / (2 sqrt(t)), with the sign chosen so that w >= 0."""
+    half = type(m[0, 0])(0.5)
+    t, v = shepperd_terms(m, shepperd_branch(m), type(m[0, 0])(1.0))
+    q = (half / wp.sqrt(t)) * v
     if q[0] < type(q[0])(0.0):
         q = -q
     return q
+
+
+@wp.func
+def matrix_to_quat_tangent(m: Any, dm: Any):
+    half = type(m[0, 0])(0.5)
+    branch = shepperd_branch(m)
+    t, v = shepperd_terms(m, branch, type(m[0, 0])(1.0))
+    dt, dv = shepperd_terms(dm, branch, type(m[0, 0])(0.0))
+    scale = half / wp.sqrt(t)
+    dq = scale * (dv - (dt * half / t) * v)
+    if scale * v[0] < type(t)(0.0):
+        dq = -dq
+    return dq
 
 
 @wp.func
@@ -289,3 +356,205 @@ def pose_inverse_kernel(
     q_inv = quat_conjugate(quaternion[element_index(grid, i, quaternion_strides)])
     out_position[i] = -quat_rotate(q_inv, t)
     out_quaternion[i] = q_inv
+
+
+# --- tangent (JVP) kernels: operands and strides as in the forward kernel, then one tangent
+# per operand (read at the operand's own index), then the result tangents ---------------
+
+
+@wp.kernel(enable_backward=False)
+def transform_points_tangent_kernel(
+    grid: Grid,
+    position: wp.array(dtype=Any),
+    position_strides: wp.vec4i,
+    quaternion: wp.array(dtype=Any),
+    quaternion_strides: wp.vec4i,
+    points: wp.array(dtype=Any),
+    points_strides: wp.vec4i,
+    position_dot: wp.array(dtype=Any),
+    quaternion_dot: wp.array(dtype=Any),
+    points_dot: wp.array(dtype=Any),
+    out_points_dot: wp.array(dtype=Any),
+):
+    i = wp.tid()
+    it = element_index(grid, i, position_strides)
+    iq = element_index(grid, i, quaternion_strides)
+    ip = element_index(grid, i, points_strides)
+    out_points_dot[i] = (
+        quat_rotate_tangent(quaternion[iq], quaternion_dot[iq], points[ip], points_dot[ip])
+        + position_dot[it]
+    )
+
+
+@wp.kernel(enable_backward=False)
+def transform_points_inverse_tangent_kernel(
+    grid: Grid,
+    position: wp.array(dtype=Any),
+    position_strides: wp.vec4i,
+    quaternion: wp.array(dtype=Any),
+    quaternion_strides: wp.vec4i,
+    points: wp.array(dtype=Any),
+    points_strides: wp.vec4i,
+    position_dot: wp.array(dtype=Any),
+    quaternion_dot: wp.array(dtype=Any),
+    points_dot: wp.array(dtype=Any),
+    out_points_dot: wp.array(dtype=Any),
+):
+    i = wp.tid()
+    it = element_index(grid, i, position_strides)
+    iq = element_index(grid, i, quaternion_strides)
+    ip = element_index(grid, i, points_strides)
+    out_points_dot[i] = quat_rotate_tangent(
+        quat_conjugate(quaternion[iq]),
+        quat_conjugate(quaternion_dot[iq]),
+        points[ip] - position[it],
+        points_dot[ip] - position_dot[it],
+    )
+
+
+@wp.kernel(enable_backward=False)
+def transform_point_inverse_tangent_kernel(
+    grid: Grid,
+    point: wp.array(dtype=Any),
+    point_strides: wp.vec4i,
+    rot: wp.array(dtype=Any),
+    rot_strides: wp.vec4i,
+    trans: wp.array(dtype=Any),
+    trans_strides: wp.vec4i,
+    point_dot: wp.array(dtype=Any),
+    rot_dot: wp.array(dtype=Any),
+    trans_dot: wp.array(dtype=Any),
+    out_point_dot: wp.array(dtype=Any),
+):
+    i = wp.tid()
+    ip = element_index(grid, i, point_strides)
+    ir = element_index(grid, i, rot_strides)
+    it = element_index(grid, i, trans_strides)
+    out_point_dot[i] = wp.transpose(rot_dot[ir]) @ (point[ip] - trans[it]) + wp.transpose(
+        rot[ir]
+    ) @ (point_dot[ip] - trans_dot[it])
+
+
+@wp.kernel(enable_backward=False)
+def inverse_transform_tangent_kernel(
+    grid: Grid,
+    rot: wp.array(dtype=Any),
+    rot_strides: wp.vec4i,
+    trans: wp.array(dtype=Any),
+    trans_strides: wp.vec4i,
+    rot_dot: wp.array(dtype=Any),
+    trans_dot: wp.array(dtype=Any),
+    out_rot_dot: wp.array(dtype=Any),
+    out_trans_dot: wp.array(dtype=Any),
+):
+    i = wp.tid()
+    ir = element_index(grid, i, rot_strides)
+    it = element_index(grid, i, trans_strides)
+    rot_dot_t = wp.transpose(rot_dot[ir])
+    out_rot_dot[i] = rot_dot_t
+    out_trans_dot[i] = -(rot_dot_t @ trans[it] + wp.transpose(rot[ir]) @ trans_dot[it])
+
+
+@wp.kernel(enable_backward=False)
+def quaternion_to_matrix_tangent_kernel(
+    grid: Grid,
+    quaternion: wp.array(dtype=Any),
+    quaternion_strides: wp.vec4i,
+    quaternion_dot: wp.array(dtype=Any),
+    out_matrix_dot: wp.array(dtype=Any),
+):
+    i = wp.tid()
+    iq = element_index(grid, i, quaternion_strides)
+    out_matrix_dot[i] = quat_to_matrix_tangent(quaternion[iq], quaternion_dot[iq])
+
+
+@wp.kernel(enable_backward=False)
+def matrix_to_quaternion_tangent_kernel(
+    grid: Grid,
+    matrix: wp.array(dtype=Any),
+    matrix_strides: wp.vec4i,
+    matrix_dot: wp.array(dtype=Any),
+    out_quaternion_dot: wp.array(dtype=Any),
+):
+    i = wp.tid()
+    im = element_index(grid, i, matrix_strides)
+    out_quaternion_dot[i] = matrix_to_quat_tangent(matrix[im], matrix_dot[im])
+
+
+@wp.kernel(enable_backward=False)
+def pose_to_matrix_tangent_kernel(
+    grid: Grid,
+    position: wp.array(dtype=Any),
+    position_strides: wp.vec4i,
+    quaternion: wp.array(dtype=Any),
+    quaternion_strides: wp.vec4i,
+    position_dot: wp.array(dtype=Any),
+    quaternion_dot: wp.array(dtype=Any),
+    out_matrix_dot: wp.array(dtype=Any),
+):
+    i = wp.tid()
+    dt = position_dot[element_index(grid, i, position_strides)]
+    iq = element_index(grid, i, quaternion_strides)
+    dr = quat_to_matrix_tangent(quaternion[iq], quaternion_dot[iq])
+    zero = type(dt[0])(0.0)
+    out_matrix_dot[i] = wp.matrix(
+        dr[0, 0], dr[0, 1], dr[0, 2], dt[0],
+        dr[1, 0], dr[1, 1], dr[1, 2], dt[1],
+        dr[2, 0], dr[2, 1], dr[2, 2], dt[2],
+        zero, zero, zero, zero,
+        shape=(4, 4),
+    )  # fmt: skip
+
+
+@wp.kernel(enable_backward=False)
+def pose_multiply_tangent_kernel(
+    grid: Grid,
+    position: wp.array(dtype=Any),
+    position_strides: wp.vec4i,
+    quaternion: wp.array(dtype=Any),
+    quaternion_strides: wp.vec4i,
+    position2: wp.array(dtype=Any),
+    position2_strides: wp.vec4i,
+    quaternion2: wp.array(dtype=Any),
+    quaternion2_strides: wp.vec4i,
+    position_dot: wp.array(dtype=Any),
+    quaternion_dot: wp.array(dtype=Any),
+    position2_dot: wp.array(dtype=Any),
+    quaternion2_dot: wp.array(dtype=Any),
+    out_position_dot: wp.array(dtype=Any),
+    out_quaternion_dot: wp.array(dtype=Any),
+):
+    i = wp.tid()
+    i1 = element_index(grid, i, position_strides)
+    j1 = element_index(grid, i, quaternion_strides)
+    i2 = element_index(grid, i, position2_strides)
+    j2 = element_index(grid, i, quaternion2_strides)
+    q1 = quaternion[j1]
+    q2 = quaternion2[j2]
+    dq1 = quaternion_dot[j1]
+    out_position_dot[i] = (
+        quat_rotate_tangent(q1, dq1, position2[i2], position2_dot[i2]) + position_dot[i1]
+    )
+    out_quaternion_dot[i] = quat_multiply(dq1, q2) + quat_multiply(q1, quaternion2_dot[j2])
+
+
+@wp.kernel(enable_backward=False)
+def pose_inverse_tangent_kernel(
+    grid: Grid,
+    position: wp.array(dtype=Any),
+    position_strides: wp.vec4i,
+    quaternion: wp.array(dtype=Any),
+    quaternion_strides: wp.vec4i,
+    position_dot: wp.array(dtype=Any),
+    quaternion_dot: wp.array(dtype=Any),
+    out_position_dot: wp.array(dtype=Any),
+    out_quaternion_dot: wp.array(dtype=Any),
+):
+    i = wp.tid()
+    it = element_index(grid, i, position_strides)
+    iq = element_index(grid, i, quaternion_strides)
+    q_inv_dot = quat_conjugate(quaternion_dot[iq])
+    out_position_dot[i] = -quat_rotate_tangent(
+        quat_conjugate(quaternion[iq]), q_inv_dot, position[it], position_dot[it]
+    )
+    out_quaternion_dot[i] = q_inv_dot

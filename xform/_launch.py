@@ -85,8 +85,9 @@ def _scalar_type(a: wp.array):
     return getattr(a.dtype, "_wp_scalar_type_", a.dtype)
 
 
-def prepare(op: OpSpec, args: Sequence[Any]) -> Operands:
-    """Validate `args` against `op` (dtype, shape, device) and make them contiguous."""
+def prepare(op: OpSpec, args: Sequence[Any], prefix: int = 0) -> Operands:
+    """Validate `args` against `op` (dtype, shape, device) and make them contiguous.
+    `prefix` leading dimensions of every argument come from a vectorising transform."""
     if len(args) != len(op.operands):
         raise TypeError(f"{op.name}: takes {len(op.operands)} arrays, got {len(args)}")
     arrays = [as_warp_array(op, o.name, x) for o, x in zip(op.operands, args)]
@@ -106,7 +107,7 @@ def prepare(op: OpSpec, args: Sequence[Any]) -> Operands:
                 f"'{first}' has {_scalar_name(scalar)}; all arguments must share one float dtype"
             )
     shapes = tuple(_logical_shape(x, a) for x, a in zip(args, arrays))
-    plan = plan_launch(op, list(shapes))
+    plan = plan_launch(op, list(shapes), prefix)
     for operand, a in zip(op.operands, arrays):
         if a.device != device:
             raise ValueError(
@@ -127,17 +128,23 @@ def element_type(element: tuple[int, ...], scalar: type):
     return wp.types.matrix(element, scalar)
 
 
+def _array(element: tuple[int, ...], scalar: type):
+    return wp.array(dtype=element_type(element, scalar))
+
+
 @functools.cache
-def _overload(op: OpSpec, scalar: type) -> wp.Kernel:
-    types: dict[str, Any] = {}
-    params = iter(op.kernel.adj.args)
-    types[next(params).label] = _kernels.Grid
+def _overload(op: OpSpec, scalar: type, tangent: bool = False) -> wp.Kernel:
+    """The kernel (or tangent kernel) of `op` for one scalar type. Parameters come in
+    order: the Grid; each operand and its strides; each operand's tangent (tangent
+    kernels only); each result."""
+    types: list[Any] = [_kernels.Grid]
     for operand in op.operands:
-        types[next(params).label] = wp.array(dtype=element_type(operand.element, scalar))
-        types[next(params).label] = wp.vec4i
-    for result in op.results:
-        types[next(params).label] = wp.array(dtype=element_type(result.element, scalar))
-    return wp.overload(op.kernel, types)
+        types += [_array(operand.element, scalar), wp.vec4i]
+    if tangent:
+        types += [_array(operand.element, scalar) for operand in op.operands]
+    types += [_array(result.element, scalar) for result in op.results]
+    kernel = op.tangent_kernel if tangent else op.kernel
+    return wp.overload(kernel, {arg.label: t for arg, t in zip(kernel.adj.args, types)})
 
 
 # Once, at import: DLPack views need the runtime, and no call should pay for starting it.
@@ -148,6 +155,8 @@ wp.init()
 for _op in OPS.values():
     for _scalar in FLOAT_TYPES:
         _overload(_op, _scalar)
+        if _op.tangent_kernel is not None:
+            _overload(_op, _scalar, tangent=True)
 
 
 def element_view(a: wp.array, element: tuple[int, ...], offset: int = 0) -> wp.array:
@@ -263,26 +272,74 @@ def vjp(
     return [None if grad is None else grad[0] for grad in grads]
 
 
+def jvp(
+    operands: Operands,
+    tangents: Sequence[Any | None],
+    allocate: Allocator,
+    allocate_zeros: Allocator,
+) -> list[Any]:
+    """Forward-mode product: the results' tangents for one tangent per operand (None
+    means zero), each tangent shaped like its operand."""
+    op = operands.op
+    if not op.differentiable or op.tangent_kernel is None:
+        raise TypeError(f"{op.name} is not differentiable")
+    tangents = [_tangent(operands, k, t, allocate_zeros) for k, t in enumerate(tangents)]
+    results = [
+        allocate(operands.result_shape(k), operands.scalar, operands.device)
+        for k in range(len(op.results))
+    ]
+    if operands.plan.size:
+        kernel = _overload(op, operands.scalar, tangent=True)
+        for grid, offsets, result_offset, count, strides in _launch_tiles(operands.plan):
+            wp.launch(
+                kernel,
+                dim=count,
+                inputs=[
+                    grid,
+                    *_kernel_inputs(operands, offsets, strides),
+                    *[
+                        element_view(t, o.element, offset)
+                        for o, t, offset in zip(op.operands, tangents, offsets)
+                    ],
+                ],
+                outputs=[
+                    element_view(view, r.element, result_offset)
+                    for r, (_, view) in zip(op.results, results)
+                ],
+                device=operands.device,
+            )
+    return [native for native, _ in results]
+
+
+def _tangent(operands: Operands, index: int, t: Any | None, allocate_zeros: Allocator):
+    operand = operands.op.operands[index]
+    return _checked_like(
+        operands, f"tangent of '{operand.name}'", t, operands.shapes[index], allocate_zeros
+    )
+
+
 def _cotangent(operands: Operands, index: int, g: Any | None, allocate_zeros: Allocator):
     """One result's cotangent as a contiguous Warp array, checked against the result."""
+    result = operands.op.results[index]
+    return _checked_like(
+        operands, f"cotangent of '{result.name}'", g, operands.result_shape(index), allocate_zeros
+    )
+
+
+def _checked_like(operands: Operands, what: str, x: Any | None, expected, allocate_zeros):
+    """`x` as a contiguous Warp array of the operands' dtype and device and of shape
+    `expected` (zeros when `x` is None)."""
     op = operands.op
-    result = op.results[index]
-    expected = operands.result_shape(index)
-    if g is None:
+    if x is None:
         return allocate_zeros(expected, operands.scalar, operands.device)[1]
-    a = as_warp_array(op, f"cotangent of {result.name}", g)
+    a = as_warp_array(op, what, x)
     if _scalar_type(a) is not operands.scalar:
         raise TypeError(
-            f"{op.name}: cotangent of '{result.name}' has dtype {_scalar_name(_scalar_type(a))}; "
+            f"{op.name}: {what} has dtype {_scalar_name(_scalar_type(a))}; "
             f"expected {_scalar_name(operands.scalar)}"
         )
-    if _logical_shape(g, a) != expected:
-        raise ValueError(
-            f"{op.name}: cotangent of '{result.name}' has shape {_logical_shape(g, a)}; "
-            f"expected {expected}"
-        )
+    if _logical_shape(x, a) != expected:
+        raise ValueError(f"{op.name}: {what} has shape {_logical_shape(x, a)}; expected {expected}")
     if a.device != operands.device:
-        raise ValueError(
-            f"{op.name}: cotangent of '{result.name}' is on {a.device}; expected {operands.device}"
-        )
+        raise ValueError(f"{op.name}: {what} is on {a.device}; expected {operands.device}")
     return a if a.is_contiguous else a.contiguous()

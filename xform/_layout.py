@@ -58,16 +58,44 @@ def leading_shape(op: OpSpec, operand: Operand, shape: tuple[int, ...]) -> tuple
     return leading
 
 
+def _prefix_groups(prefix: int) -> tuple[str, ...]:
+    """Names of the leading dimensions that a transform (vmap) adds to every operand."""
+    return tuple(f"<mapped {i}>" for i in range(prefix))
+
+
+def _operand_layout(operand: Operand, prefix: int) -> tuple[str, ...]:
+    return _prefix_groups(prefix) + (() if operand.single else operand.batch)
+
+
+def _split_groups(layout: tuple[str, ...], dims: tuple[int, ...]):
+    """Triples (group, its dimensions, their element strides) for one operand's batch:
+    each named group takes one dimension and "..." takes the rest."""
+    strides = _contiguous_strides(dims)
+    variadic = len(dims) - sum(group != VARIADIC for group in layout)
+    triples, start = [], 0
+    for group in layout:
+        stop = start + (variadic if group == VARIADIC else 1)
+        triples.append((group, dims[start:stop], strides[start:stop]))
+        start = stop
+    return triples
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
 def _broadcast_groups(
-    op: OpSpec, shapes: list[tuple[int, ...]], leading: list[tuple[int, ...]]
+    op: OpSpec, shapes: list[tuple[int, ...]], layouts: list, leading: list[tuple[int, ...]]
 ) -> dict[str, tuple[int, ...]]:
     """The broadcast shape of every leading-dimension group, naming the first misfit."""
     groups: dict[str, tuple[int, ...]] = {}
     owner: dict[str, int] = {}
-    for k, (operand, dims) in enumerate(zip(op.operands, leading)):
-        if operand.single:
-            continue
-        for group, part, _ in _split_groups(operand, dims):
+    for k, (operand, layout, dims) in enumerate(zip(op.operands, layouts, leading)):
+        for group, part, _ in _split_groups(layout, dims):
             seen = groups.get(group, ())
             ndim = max(len(seen), len(part))
             a = (1,) * (ndim - len(seen)) + seen
@@ -85,28 +113,12 @@ def _broadcast_groups(
     return groups
 
 
-def _split_groups(operand: Operand, dims: tuple[int, ...]):
-    """Triples (group, its dimensions, their element strides) for one operand's batch."""
-    strides = _contiguous_strides(dims)
-    if operand.batch == (VARIADIC,):
-        return [(VARIADIC, dims, strides)]
-    return [(group, (n,), (s,)) for group, n, s in zip(operand.batch, dims, strides)]
-
-
-def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= size
-    return tuple(reversed(strides))
-
-
 def _operand_strides(
-    operand: Operand, dims: tuple[int, ...], result_batch: tuple[str, ...], groups: dict
+    layout: tuple[str, ...], dims: tuple[int, ...], result_batch: tuple[str, ...], groups: dict
 ) -> list[int]:
     """Element strides of one operand along every dimension of the result's batch:
     0 where the operand is broadcast or lacks the dimension."""
-    own = {} if operand.single else {g: (n, s) for g, n, s in _split_groups(operand, dims)}
+    own = {group: (part, strides) for group, part, strides in _split_groups(layout, dims)}
     strides: list[int] = []
     for group in result_batch:
         full = groups.get(group, ())
@@ -137,19 +149,30 @@ def _coalesce(
     return tuple(grid), tuple(tuple(s) for s in per_operand)
 
 
-def plan_launch(op: OpSpec, shapes: list[tuple[int, ...]]) -> LaunchPlan:
-    """Validate `shapes` (one per operand) against `op` and plan the launch."""
-    leading = [leading_shape(op, operand, shape) for operand, shape in zip(op.operands, shapes)]
-    groups = _broadcast_groups(op, shapes, leading)
-    result_batch = op.results[0].batch
+def plan_launch(op: OpSpec, shapes: list[tuple[int, ...]], prefix: int = 0) -> LaunchPlan:
+    """Validate `shapes` (one per operand) against `op` and plan the launch.
+
+    `prefix` leading dimensions, added by a vectorising transform (vmap), come first on
+    every operand; they broadcast by size 1 and lead the result's batch.
+    """
+    for operand, shape in zip(op.operands, shapes):
+        if len(shape) < prefix:
+            raise _shape_error(op, operand, shape, f"after {prefix} mapped dimension(s)")
+    leading = [
+        tuple(shape[:prefix]) + leading_shape(op, operand, tuple(shape[prefix:]))
+        for operand, shape in zip(op.operands, shapes)
+    ]
+    layouts = [_operand_layout(operand, prefix) for operand in op.operands]
+    groups = _broadcast_groups(op, shapes, layouts, leading)
+    result_batch = _prefix_groups(prefix) + op.results[0].batch
     batch_shape = tuple(size for group in result_batch for size in groups.get(group, ()))
     if math.prod(batch_shape) > MAX_ELEMENTS:
         raise ValueError(
             f"{op.name}: the broadcast batch {batch_shape} has more than {MAX_ELEMENTS} elements"
         )
     strides = [
-        _operand_strides(operand, dims, result_batch, groups)
-        for operand, dims in zip(op.operands, leading)
+        _operand_strides(layout, dims, result_batch, groups)
+        for layout, dims in zip(layouts, leading)
     ]
     grid, coalesced = _coalesce(batch_shape, strides)
     return LaunchPlan(batch_shape, grid, coalesced)

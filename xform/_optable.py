@@ -97,6 +97,7 @@ OPS: dict[str, OpSpec] = {
             (Result("out_points", (3,)),),
             k.transform_points_kernel,
             "R(q) p + t, where R(q) v = q (0, v) q* (|q|^2 times a rotation).",
+            k.transform_points_tangent_kernel,
         ),
         OpSpec(
             "batch_transform_points",
@@ -104,6 +105,7 @@ OPS: dict[str, OpSpec] = {
             BATCH_RESULT,
             k.transform_points_kernel,
             "R(q_b) p_bn + t_b, where R(q) v = q (0, v) q*.",
+            k.transform_points_tangent_kernel,
         ),
         OpSpec(
             "batch_transform_points_inverse",
@@ -111,6 +113,7 @@ OPS: dict[str, OpSpec] = {
             BATCH_RESULT,
             k.transform_points_inverse_kernel,
             "R(q_b)^T (p_bn - t_b), where R(q)^T v = q* (0, v) q.",
+            k.transform_points_inverse_tangent_kernel,
         ),
         OpSpec(
             "transform_point_inverse",
@@ -118,6 +121,7 @@ OPS: dict[str, OpSpec] = {
             (Result("out_point", (3,)),),
             k.transform_point_inverse_kernel,
             "R^T (p - t).",
+            k.transform_point_inverse_tangent_kernel,
         ),
         OpSpec(
             "get_inv_transform",
@@ -125,6 +129,7 @@ OPS: dict[str, OpSpec] = {
             (Result("out_rot", (3, 3)), Result("out_trans", (3,))),
             k.inverse_transform_kernel,
             "(R^T, -R^T t).",
+            k.inverse_transform_tangent_kernel,
         ),
         OpSpec(
             "quaternion_to_matrix",
@@ -133,6 +138,7 @@ OPS: dict[str, OpSpec] = {
             k.quaternion_to_matrix_kernel,
             "The matrix of v -> q (0, v) q*: entries are quadratic in q, and equal |q|^2 "
             "times the rotation matrix of q / |q|.",
+            k.quaternion_to_matrix_tangent_kernel,
         ),
         OpSpec(
             "matrix_to_quaternion",
@@ -142,6 +148,7 @@ OPS: dict[str, OpSpec] = {
             "Shepperd's method: the largest of 4w^2 = 1 + m00 + m11 + m22 (and likewise "
             "4x^2, 4y^2, 4z^2) gives one component, the off-diagonal sums and differences "
             "the others; the sign is chosen so that w >= 0.",
+            k.matrix_to_quaternion_tangent_kernel,
         ),
         OpSpec(
             "cuda_matrix_to_quaternion",
@@ -157,6 +164,7 @@ OPS: dict[str, OpSpec] = {
             (Result("out_matrix", (4, 4)),),
             k.pose_to_matrix_kernel,
             "[[R(q), t], [0, 0, 0, 1]].",
+            k.pose_to_matrix_tangent_kernel,
         ),
         OpSpec(
             "pose_multiply",
@@ -164,6 +172,7 @@ OPS: dict[str, OpSpec] = {
             (Result("out_position", (3,)), Result("out_quaternion", (4,))),
             k.pose_multiply_kernel,
             "T1 T2 = (R(q1) t2 + t1, q1 q2): pose 2 is applied first.",
+            k.pose_multiply_tangent_kernel,
         ),
         OpSpec(
             "pose_inverse",
@@ -171,6 +180,7 @@ OPS: dict[str, OpSpec] = {
             (Result("out_position", (3,)), Result("out_quaternion", (4,))),
             k.pose_inverse_kernel,
             "(-R(q)^T t, q*), with q* the conjugate.",
+            k.pose_inverse_tangent_kernel,
         ),
     )
 }
