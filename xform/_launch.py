@@ -85,6 +85,23 @@ def _scalar_type(a: wp.array):
     return getattr(a.dtype, "_wp_scalar_type_", a.dtype)
 
 
+def check_dtypes(op: OpSpec, dtypes: Sequence[str]) -> str:
+    """The one float dtype ("float32" or "float64") of all operands, given their names;
+    TypeError naming the first operand that breaks the rule."""
+    for operand, dtype in zip(op.operands, dtypes):
+        if dtype not in ("float32", "float64"):
+            raise TypeError(
+                f"{op.name}: argument '{operand.name}' has dtype {dtype}; "
+                "expected float32 or float64"
+            )
+        if dtype != dtypes[0]:
+            raise TypeError(
+                f"{op.name}: argument '{operand.name}' has dtype {dtype} but "
+                f"'{op.operands[0].name}' has {dtypes[0]}; all arguments must share one float dtype"
+            )
+    return dtypes[0]
+
+
 def prepare(op: OpSpec, args: Sequence[Any], prefix: int = 0) -> Operands:
     """Validate `args` against `op` (dtype, shape, device) and make them contiguous.
     `prefix` leading dimensions of every argument come from a vectorising transform."""
@@ -94,18 +111,7 @@ def prepare(op: OpSpec, args: Sequence[Any], prefix: int = 0) -> Operands:
     first = op.operands[0].name
     scalar = _scalar_type(arrays[0])
     device = arrays[0].device
-    for operand, a in zip(op.operands, arrays):
-        own = _scalar_type(a)
-        if own not in FLOAT_TYPES:
-            raise TypeError(
-                f"{op.name}: argument '{operand.name}' has dtype {_scalar_name(own)}; "
-                "expected float32 or float64"
-            )
-        if own is not scalar:
-            raise TypeError(
-                f"{op.name}: argument '{operand.name}' has dtype {_scalar_name(own)} but "
-                f"'{first}' has {_scalar_name(scalar)}; all arguments must share one float dtype"
-            )
+    check_dtypes(op, [_scalar_name(_scalar_type(a)) for a in arrays])
     shapes = tuple(_logical_shape(x, a) for x, a in zip(args, arrays))
     plan = plan_launch(op, list(shapes), prefix)
     for operand, a in zip(op.operands, arrays):

@@ -176,3 +176,9 @@ def plan_launch(op: OpSpec, shapes: list[tuple[int, ...]], prefix: int = 0) -> L
     ]
     grid, coalesced = _coalesce(batch_shape, strides)
     return LaunchPlan(batch_shape, grid, coalesced)
+
+
+def result_shapes(op: OpSpec, shapes: list[tuple[int, ...]], prefix: int = 0):
+    """The full shape of every result, for operands of these shapes."""
+    batch = plan_launch(op, shapes, prefix).batch_shape
+    return [batch + result.element for result in op.results]

@@ -1,0 +1,519 @@
+"""PyTorch adapter: every op of xform's table as a `torch.autograd.Function`, generated
+from the table, plus cuRobo's functional API and class names.
+
+How each PyTorch transform reaches the core's kernels:
+
+- reverse mode: `backward` calls the adjoint launch (a VJP Function, so that it can
+  itself be vmapped); `ctx.needs_input_grad` skips gradients nobody asked for;
+- forward mode (`torch.func.jvp`, `torch.autograd.forward_ad`): `jvp` calls the op's
+  tangent kernel;
+- `torch.func.vmap`: the `vmap` staticmethod moves the mapped dimension to the front of
+  every operand (a size-1 one for unmapped operands) and calls the same op with one more
+  "mapped prefix" dimension: one launch serves the whole batch;
+- `torch.compile(fullgraph=True)`: Dynamo cannot trace a Function with a custom `jvp`,
+  and `torch.library.custom_op` has no forward-mode rule, so while compiling the ops are
+  called as custom ops with `register_fake` and `register_autograd`; in eager mode as
+  the full Function. Both run the same kernels.
+
+Double backward is not supported: differentiating a gradient raises a RuntimeError
+(never a silently wrong second derivative).
+
+Tensors are read and written in place through DLPack; only non-contiguous inputs are
+copied. On CUDA every launch goes to `torch.cuda.current_stream()`, with no host
+synchronisation, so calls with preallocated buffers can be captured in a CUDA graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import Sequence
+
+import torch
+import warp as wp
+
+from xform import _launch
+from xform._layout import result_shapes
+from xform._optable import OPS, OpSpec
+
+__all__ = [
+    *OPS,
+    "torch_quaternion_to_matrix",
+    "TransformPoint",
+    "BatchTransformPoint",
+    "TransformPose",
+    "BatchTransformPose",
+    "PoseInverse",
+    "QuatToMatrix",
+    "MatrixToQuaternion",
+]
+
+# cuRobo's optional buffers, per op: (result buffers, gradient buffers), in its order.
+CUROBO_BUFFERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "transform_points": (("out_points",), ("out_gp", "out_gq", "out_gpt")),
+    "batch_transform_points": (("out_points",), ("out_gp", "out_gq", "out_gpt")),
+    "batch_transform_points_inverse": (("out_points",), ("out_gp", "out_gq", "out_gpt")),
+    "transform_point_inverse": ((), ()),
+    "get_inv_transform": ((), ()),
+    "quaternion_to_matrix": (("out_mat",), ("adj_quaternion",)),
+    "matrix_to_quaternion": (("out_quat",), ("adj_matrix",)),
+    "cuda_matrix_to_quaternion": ((), ()),
+    "pose_to_matrix": (("out_matrix",), ()),
+    "pose_multiply": (
+        ("out_position", "out_quaternion"),
+        ("adj_pos", "adj_quat", "adj_pos2", "adj_quat2"),
+    ),
+    "pose_inverse": (("out_position", "out_quaternion"), ("adj_pos", "adj_quat")),
+}
+
+
+# --- memory: torch tensors as the core's buffers ------------------------------------------
+
+
+def _empty(shape, scalar, device):
+    tensor = torch.empty(shape, dtype=wp.dtype_to_torch(scalar), device=wp.device_to_torch(device))
+    return tensor, wp.from_torch(tensor, dtype=scalar)
+
+
+def _zeros(shape, scalar, device):
+    tensor, view = _empty(shape, scalar, device)
+    tensor.zero_()
+    return tensor, view
+
+
+def _into(buffers: Sequence[torch.Tensor | None], fallback):
+    """An allocator that hands out the caller's buffers in order (None: a new tensor)."""
+    queue = iter(buffers)
+
+    def allocate(shape, scalar, device):
+        buffer = next(queue, None)
+        return (
+            fallback(shape, scalar, device) if buffer is None else (buffer, wp.from_torch(buffer))
+        )
+
+    return allocate
+
+
+def _check_buffer(op: OpSpec, name: str, buffer, shape, like: torch.Tensor) -> None:
+    """A caller's buffer must be a contiguous tensor of the exact shape, dtype and device."""
+    if buffer is None:
+        return
+    if not isinstance(buffer, torch.Tensor):
+        raise ValueError(f"{op.name}: buffer '{name}' must be a torch.Tensor, got {type(buffer)}")
+    problems = []
+    if tuple(buffer.shape) != tuple(shape):
+        problems.append(f"shape {tuple(buffer.shape)}, expected {tuple(shape)}")
+    if buffer.dtype != like.dtype:
+        problems.append(f"dtype {buffer.dtype}, expected {like.dtype}")
+    if buffer.device != like.device:
+        problems.append(f"device {buffer.device}, expected {like.device}")
+    if not buffer.is_contiguous():
+        problems.append("not contiguous")
+    if problems:
+        raise ValueError(f"{op.name}: buffer '{name}' has " + "; ".join(problems))
+
+
+@contextlib.contextmanager
+def _on_current_stream(device: torch.device):
+    """Launch on PyTorch's current CUDA stream (no synchronisation); nothing on CPU."""
+    if device.type != "cuda":
+        yield
+        return
+    with wp.ScopedStream(wp.stream_from_torch(torch.cuda.current_stream(device))):
+        yield
+
+
+def _detached(tensors):
+    return [t.detach() if isinstance(t, torch.Tensor) else t for t in tensors]
+
+
+def _device_of(tensors) -> torch.device:
+    return next(t.device for t in tensors if isinstance(t, torch.Tensor))
+
+
+# --- the core's three products, on tensors ------------------------------------------------
+
+
+def _forward(op: OpSpec, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor]:
+    operands = _detached(operands)
+    with _on_current_stream(_device_of(operands)):
+        prepared = _launch.prepare(op, operands, prefix)
+        for k, buffer in enumerate(buffers):
+            _check_buffer(op, op.results[k].name, buffer, prepared.result_shape(k), operands[0])
+        return _launch.forward(prepared, _into(buffers, _empty))
+
+
+def _vjp(op: OpSpec, operands, cotangents, needed, prefix: int = 0, buffers=()):
+    operands = _detached(operands)
+    with _on_current_stream(_device_of(operands)):
+        prepared = _launch.prepare(op, operands, prefix)
+        for buffer in buffers:
+            if buffer is not None:
+                buffer.zero_()
+        allocate = _into(
+            [b for b, need in zip(buffers or [None] * len(needed), needed) if need], _zeros
+        )
+        return _launch.vjp(prepared, _detached(cotangents), allocate, needed)
+
+
+def _jvp(op: OpSpec, operands, tangents, prefix: int = 0):
+    operands = _detached(operands)
+    with _on_current_stream(_device_of(operands)):
+        prepared = _launch.prepare(op, operands, prefix)
+        return _launch.jvp(prepared, _detached(tangents), _empty, _zeros)
+
+
+def _unpack(results):
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+def _to_front(args, in_dims):
+    """Each mapped argument with its mapped dimension first; unmapped ones get a size-1
+    dimension there, so that they broadcast against the map."""
+    return [
+        x if x is None else x.movedim(d, 0) if d is not None else x.unsqueeze(0)
+        for x, d in zip(args, in_dims)
+    ]
+
+
+def _expanded_to_front(args, in_dims, size: int):
+    """Like `_to_front`, but unmapped arguments are expanded (not copied) to the map size."""
+    return [
+        x if x is None or d is not None else x.expand(size, *x.shape[1:])
+        for x, d in zip(_to_front(args, in_dims), in_dims)
+    ]
+
+
+def _no_double_backward(op: OpSpec):
+    raise RuntimeError(
+        f"xform.{op.name}: double backward (differentiating a gradient or tangent) is not "
+        "supported; the first derivative is exact"
+    )
+
+
+# --- autograd.Functions, generated from the op table ---------------------------------------
+
+
+@functools.cache
+def vjp_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
+    """Operands, then one cotangent per result, then the `needed` flags -> one gradient
+    per operand (an empty tensor where not needed). A Function so that it can be vmapped."""
+    n, r = len(op.operands), len(op.results)
+
+    class Vjp(torch.autograd.Function):
+        @staticmethod
+        def forward(*args):
+            operands, cotangents, needed = args[:n], args[n : n + r], args[n + r]
+            grads = _vjp(op, operands, cotangents, needed, prefix)
+            return tuple(g if g is not None else operands[0].new_empty(0) for g in grads)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, *grads):
+            _no_double_backward(op)
+
+        @staticmethod
+        def vmap(info, in_dims, *args):
+            # Every input gets the mapped dimension spelled out: an unmapped operand still
+            # has one gradient per map element, so the adjoint must not sum over the map.
+            front = _expanded_to_front(args[: n + r], in_dims[: n + r], info.batch_size)
+            grads = vjp_function(op, prefix + 1).apply(*front, args[n + r])
+            return grads, tuple(0 if need else None for need in args[n + r])
+
+    Vjp.__name__ = Vjp.__qualname__ = f"{op.name}_vjp"
+    return Vjp
+
+
+@functools.cache
+def jvp_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
+    """Operands, then one tangent per operand (None for zero) -> the results' tangents."""
+    n = len(op.operands)
+
+    class Jvp(torch.autograd.Function):
+        @staticmethod
+        def forward(*args):
+            return _unpack(_jvp(op, args[:n], args[n:], prefix))
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, *grads):
+            _no_double_backward(op)
+
+        @staticmethod
+        def vmap(info, in_dims, *args):
+            # Tangents must have their operand's shape, so every input gets the map's size.
+            front = _expanded_to_front(args, in_dims, info.batch_size)
+            out = jvp_function(op, prefix + 1).apply(*front)
+            return out, 0 if len(op.results) == 1 else (0,) * len(op.results)
+
+    Jvp.__name__ = Jvp.__qualname__ = f"{op.name}_jvp"
+    return Jvp
+
+
+@functools.cache
+def op_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
+    """The op as a Function: `apply(*operands, *result_buffers, *gradient_buffers)`, the
+    buffers optional (None) and only at prefix 0."""
+    n, r = len(op.operands), len(op.results)
+    result_names = CUROBO_BUFFERS[op.name][0]
+
+    class Function(torch.autograd.Function):
+        @staticmethod
+        def forward(*args):
+            operands = args[:n]
+            _grad_buffers(op, args, n + len(result_names))  # checked before any launch
+            return _unpack(_forward(op, operands, prefix, _result_buffers(args)))
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            operands = inputs[:n]
+            grad_buffers = _grad_buffers(op, inputs, n + len(result_names))
+            ctx.has_grad_buffers = any(b is not None for b in grad_buffers)
+            ctx.save_for_backward(*operands, *grad_buffers)
+            ctx.save_for_forward(*operands)
+            dirty = [b for b in _result_buffers(inputs) if b is not None]
+            if dirty:
+                ctx.mark_dirty(*dirty)
+            if not op.differentiable:
+                ctx.mark_non_differentiable(*(output if isinstance(output, tuple) else (output,)))
+
+        @staticmethod
+        def backward(ctx, *grad_outputs):
+            needed = tuple(ctx.needs_input_grad[:n])
+            if not op.differentiable or not any(needed):
+                return (None,) * len(ctx.needs_input_grad)
+            saved = ctx.saved_tensors
+            operands, grad_buffers = saved[:n], saved[n:]
+            if ctx.has_grad_buffers and not torch.is_grad_enabled():
+                grads = _vjp(op, operands, grad_outputs, needed, prefix, grad_buffers)
+            else:
+                grads = vjp_function(op, prefix).apply(*operands, *grad_outputs, needed)
+            grads = [g if need else None for g, need in zip(grads, needed)]
+            return (*grads, *[None] * (len(ctx.needs_input_grad) - n))
+
+        @staticmethod
+        def jvp(ctx, *tangents):
+            if not op.differentiable:
+                return _unpack([None] * r)
+            return jvp_function(op, prefix).apply(*ctx.saved_tensors, *tangents[:n])
+
+        @staticmethod
+        def vmap(info, in_dims, *args):
+            if any(b is not None for b in args[n:]):
+                raise ValueError(
+                    f"{op.name}: preallocated buffers cannot be used under torch.func.vmap"
+                )
+            out = op_function(op, prefix + 1).apply(*_to_front(args[:n], in_dims[:n]))
+            return out, 0 if r == 1 else (0,) * r
+
+    def _result_buffers(args):
+        return [args[n + k] if n + k < len(args) else None for k in range(len(result_names))]
+
+    Function.__name__ = Function.__qualname__ = op.name
+    return Function
+
+
+def _grad_buffers(op: OpSpec, inputs, start: int) -> list:
+    """The gradient buffers among `inputs`, each checked against its operand."""
+    grad_names = CUROBO_BUFFERS[op.name][1]
+    buffers = [
+        inputs[start + k] if start + k < len(inputs) else None for k in range(len(grad_names))
+    ]
+    for name, buffer, x in zip(grad_names, buffers, inputs):
+        _check_buffer(op, name, buffer, x.shape, x)
+    return buffers
+
+
+# --- torch.compile: the same kernels as custom ops ----------------------------------------
+
+
+def _fake_results(op: OpSpec, operands) -> list[torch.Tensor]:
+    _launch.check_dtypes(op, [str(x.dtype).removeprefix("torch.") for x in operands])
+    shapes = result_shapes(op, [tuple(x.shape) for x in operands])
+    return [operands[0].new_empty(shape) for shape in shapes]
+
+
+def _register_custom_ops(op: OpSpec):
+    """`xform::<op>` (and `xform::<op>_vjp`) for torch.compile: functional, no buffers."""
+    n = len(op.operands)
+    args = ", ".join(f"Tensor {o.name}" for o in op.operands)
+    returns = (
+        "Tensor" if len(op.results) == 1 else "(" + ", ".join(["Tensor"] * len(op.results)) + ")"
+    )
+
+    def forward(*operands):
+        return _unpack(_forward(op, operands))
+
+    custom = torch.library.custom_op(
+        f"xform::{op.name}", forward, mutates_args=(), schema=f"({args}) -> {returns}"
+    )
+    custom.register_fake(lambda *operands: _unpack(_fake_results(op, operands)))
+    if not op.differentiable:
+        return custom
+
+    cotangents = ", ".join(f"Tensor? {r.name}" for r in op.results)
+
+    def vjp(*inputs):
+        operands, grads_out, needed = inputs[:n], inputs[n:-1], inputs[-1]
+        grads = _vjp(op, operands, grads_out, needed)
+        return [g if g is not None else operands[0].new_empty(0) for g in grads]
+
+    def fake_vjp(*inputs):
+        operands, needed = inputs[:n], inputs[-1]
+        return [x.new_empty(x.shape if need else (0,)) for x, need in zip(operands, needed)]
+
+    custom_vjp = torch.library.custom_op(
+        f"xform::{op.name}_vjp",
+        vjp,
+        mutates_args=(),
+        schema=f"({args}, {cotangents}, bool[] needed) -> Tensor[]",
+    )
+    custom_vjp.register_fake(fake_vjp)
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def backward(ctx, *grad_outputs):
+        needed = list(ctx.needs_input_grad[:n])
+        grads = custom_vjp(*ctx.saved_tensors, *grad_outputs, needed)
+        return tuple(g if need else None for g, need in zip(grads, needed))
+
+    custom.register_autograd(backward, setup_context=setup_context)
+    return custom
+
+
+CUSTOM_OPS = {name: _register_custom_ops(op) for name, op in OPS.items()}
+
+
+# --- the functional API: cuRobo's signatures --------------------------------------------
+
+
+def _make_functional(op: OpSpec):
+    result_names, grad_names = CUROBO_BUFFERS[op.name]
+    n = len(op.operands)
+    params = [
+        inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for o in op.operands
+    ]
+    params += [
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
+        for name in (*result_names, *grad_names)
+    ]
+    signature = inspect.Signature(params)
+    function_class = op_function(op)
+    custom = CUSTOM_OPS[op.name]
+
+    def functional(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = list(bound.arguments.values())
+        operands, buffers = values[:n], values[n:]
+        _check_operand_types(op, operands)
+        if torch.compiler.is_compiling():
+            return _compiled_call(custom, operands, buffers[: len(result_names)])
+        return function_class.apply(*operands, *buffers)
+
+    functional.__name__ = functional.__qualname__ = op.name
+    functional.__signature__ = signature
+    functional.__doc__ = (
+        f"{op.formula}\n\n"
+        + "\n".join(f"{o.name}: {o.expected_shape()}" for o in op.operands)
+        + "\n\nDifferentiable with respect to: "
+        + (", ".join(op.differentiable_operands) or "none (marked non-differentiable)")
+        + (
+            f".\nOptional buffers (cuRobo): results {', '.join(result_names)}; "
+            f"gradient workspace {', '.join(grad_names) or 'none'}."
+            if result_names
+            else "."
+        )
+    )
+    return functional
+
+
+def _check_operand_types(op: OpSpec, operands) -> None:
+    for operand, x in zip(op.operands, operands):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(
+                f"xform.backends.torch.{op.name}: argument '{operand.name}' must be a "
+                f"torch.Tensor, got {type(x).__module__}.{type(x).__qualname__}"
+            )
+
+
+def _compiled_call(custom, operands, result_buffers):
+    results = custom(*operands)
+    if not any(b is not None for b in result_buffers):
+        return results
+    results = results if isinstance(results, tuple) else (results,)
+    outs = [r if b is None else b.copy_(r) for r, b in zip(results, result_buffers)]
+    return _unpack(outs)
+
+
+FUNCTIONS = {name: _make_functional(op) for name, op in OPS.items()}
+
+transform_points = FUNCTIONS["transform_points"]
+batch_transform_points = FUNCTIONS["batch_transform_points"]
+batch_transform_points_inverse = FUNCTIONS["batch_transform_points_inverse"]
+transform_point_inverse = FUNCTIONS["transform_point_inverse"]
+get_inv_transform = FUNCTIONS["get_inv_transform"]
+quaternion_to_matrix = FUNCTIONS["quaternion_to_matrix"]
+matrix_to_quaternion = FUNCTIONS["matrix_to_quaternion"]
+cuda_matrix_to_quaternion = FUNCTIONS["cuda_matrix_to_quaternion"]
+pose_to_matrix = FUNCTIONS["pose_to_matrix"]
+pose_multiply = FUNCTIONS["pose_multiply"]
+pose_inverse = FUNCTIONS["pose_inverse"]
+
+
+# --- cuRobo's Function classes --------------------------------------------------------------
+
+
+class TransformPoint(op_function(OPS["transform_points"])):
+    """One pose applied to a batch of points. `apply(position, quaternion, points,
+    out_points, adj_position, adj_quaternion, adj_points)`; the buffers may be None."""
+
+
+class BatchTransformPoint(op_function(OPS["batch_transform_points"])):
+    """A batch of poses, each applied to its own points. Same arguments as TransformPoint."""
+
+
+class TransformPose(op_function(OPS["pose_multiply"])):
+    """Pose 1 (broadcast) times a batch of poses 2. `apply(position, quaternion,
+    position2, quaternion2, out_position, out_quaternion, adj_position, adj_quaternion,
+    adj_position2, adj_quaternion2)`; the buffers may be None."""
+
+
+class BatchTransformPose(op_function(OPS["pose_multiply"])):
+    """A batch of poses 1 times a batch of poses 2. Same arguments as TransformPose."""
+
+
+class PoseInverse(op_function(OPS["pose_inverse"])):
+    """`apply(position, quaternion, out_position, out_quaternion, adj_position,
+    adj_quaternion)`; the buffers may be None."""
+
+
+class QuatToMatrix(op_function(OPS["quaternion_to_matrix"])):
+    """`apply(quaternion, out_mat, adj_quaternion)`; the buffers may be None."""
+
+
+class MatrixToQuaternion(op_function(OPS["matrix_to_quaternion"])):
+    """`apply(matrix, out_quat, adj_matrix)`; the buffers may be None."""
+
+
+# --- the one piece of math here: SPEC-mandated pure-PyTorch formula ----------------------
+
+
+def torch_quaternion_to_matrix(quaternion: torch.Tensor) -> torch.Tensor:
+    """(..., 4) -> (..., 3, 3) in pure PyTorch, by the same formula as quaternion_to_matrix:
+    the matrix of v -> q (0, v) q*, i.e. |q|^2 times the rotation matrix of q / |q|."""
+    w, x, y, z = quaternion.unbind(-1)
+    rows = (
+        (w * w + x * x - y * y - z * z, 2 * (x * y - w * z), 2 * (x * z + w * y)),
+        (2 * (x * y + w * z), w * w - x * x + y * y - z * z, 2 * (y * z - w * x)),
+        (2 * (x * z - w * y), 2 * (y * z + w * x), w * w - x * x - y * y + z * z),
+    )
+    return torch.stack([torch.stack(row, -1) for row in rows], -2)

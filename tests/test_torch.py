@@ -1,0 +1,564 @@
+"""The PyTorch adapter: values, gradcheck (reverse, forward and batched), quaternion
+gradients against an independent pure-torch formula, torch.func.jvp / vmap / grad,
+torch.compile, cuRobo's buffers and classes, and parity with the NumPy path."""
+
+import numpy as np
+import pytest
+from helpers import as_tuple, assert_matches
+from reference import leading_cases, random_args, reference
+
+import xform
+
+torch = pytest.importorskip("torch")
+xt = pytest.importorskip("xform.backends.torch")
+
+OPS = sorted(xform.OPS)
+DIFFERENTIABLE = [n for n in OPS if xform.OPS[n].differentiable]
+POINT_AND_POSE_OPS = [
+    "transform_points",
+    "batch_transform_points",
+    "batch_transform_points_inverse",
+    "pose_multiply",
+    "pose_inverse",
+]
+
+
+def tensors(arrays, requires_grad=False):
+    return [torch.from_numpy(np.ascontiguousarray(a)).requires_grad_(requires_grad) for a in arrays]
+
+
+def sample_cases(name, every=3):
+    """A spread of the leading-shape cases, broadcast ones included."""
+    return leading_cases(name)[::every]
+
+
+CASES = [(n, c) for n in OPS for c in sample_cases(n)]
+GRAD_CASES = [(n, c) for n in DIFFERENTIABLE for c in sample_cases(n)]
+
+
+def ids(cases):
+    return [f"{n}-{c}" for n, c in cases]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize(("name", "leadings"), CASES, ids=ids(CASES))
+def test_values_match_reference_and_numpy_path(name, leadings, dtype, rng):
+    args = random_args(name, leadings, rng, dtype)
+    results = as_tuple(getattr(xt, name)(*tensors(args)))
+    numpy_results = as_tuple(getattr(xform, name)(*args))
+    for got, via_numpy, want in zip(results, numpy_results, reference(name, args)):
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.from_numpy(args[0]).dtype
+        np.testing.assert_array_equal(got.numpy(), via_numpy)  # one kernel, same bits
+        assert_matches(got.numpy(), want, dtype)
+
+
+@pytest.mark.parametrize(("name", "leadings"), GRAD_CASES, ids=ids(GRAD_CASES))
+def test_gradcheck_reverse_and_forward(name, leadings, rng):
+    """Batched gradients are checked through torch.func below (vmap of grad and of jvp,
+    jacrev, jacfwd): gradcheck's own batched checks use the legacy vmap, which never
+    calls an autograd.Function's vmap rule."""
+    args = tensors(random_args(name, leadings, rng), requires_grad=True)
+    assert torch.autograd.gradcheck(getattr(xt, name), args, check_forward_ad=True)
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_gradients_identical_to_numpy_vjp(name, rng):
+    args = random_args(name, leading_cases(name)[1], rng)
+    inputs = tensors(args, requires_grad=True)
+    results = as_tuple(getattr(xt, name)(*inputs))
+    cotangents = [rng.normal(size=tuple(r.shape)) for r in results]
+    grads = torch.autograd.grad(results, inputs, [torch.from_numpy(c) for c in cotangents])
+    for g, expected in zip(grads, xform.vjp(name, args, tuple(cotangents))):
+        np.testing.assert_array_equal(g.numpy(), expected)
+
+
+# --- quaternion gradients against an independent pure-torch formula ----------------------
+
+
+def unit_rotation(q):
+    """Rotation matrix of q / |q| (pytorch3d-style), differentiable in pure torch."""
+    w, x, y, z = (q / q.norm(dim=-1, keepdim=True)).unbind(-1)
+    return torch.stack(
+        [
+            torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            torch.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            torch.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )
+
+
+PURE_TORCH = {
+    "transform_points": lambda t, q, p: p @ unit_rotation(q.reshape(4)).T + t.reshape(3),
+    "batch_transform_points": lambda t, q, p: (
+        (unit_rotation(q)[:, None] @ p[..., None])[..., 0] + t[:, None]
+    ),
+    "batch_transform_points_inverse": lambda t, q, p: (
+        unit_rotation(q).transpose(-1, -2)[:, None] @ (p - t[:, None])[..., None]
+    )[..., 0],
+    "quaternion_to_matrix": lambda q: unit_rotation(q),
+    "pose_to_matrix": lambda t, q: torch.cat(
+        [
+            torch.cat([unit_rotation(q), t[..., None]], -1),
+            torch.tensor([0.0, 0, 0, 1], dtype=t.dtype).expand(*t.shape[:-1], 1, 4),
+        ],
+        -2,
+    ),
+    "pose_inverse": lambda t, q: -(unit_rotation(q).transpose(-1, -2) @ t[..., None])[..., 0],
+    "pose_multiply": lambda t, q, t2, q2: (unit_rotation(q) @ t2[..., None])[..., 0] + t,
+}
+
+
+def tangent_part(g, q):
+    """Projection onto the tangent space of the unit sphere at unit q."""
+    return g - (g * q).sum(-1, keepdim=True) * q
+
+
+@pytest.mark.parametrize("name", sorted(PURE_TORCH))
+def test_quaternion_gradients_match_pure_torch_on_the_sphere_tangent(name, rng):
+    leadings = {"transform_points": [(1,), (1,), (6,)]}.get(name, leading_cases(name)[2])
+    args = random_args(name, leadings, rng)
+    q_index = [o.name for o in xform.OPS[name].operands].index("quaternion")
+    args[q_index] /= np.linalg.norm(args[q_index], axis=-1, keepdims=True)
+    ours_in = tensors(args, requires_grad=True)
+    pure_in = tensors(args, requires_grad=True)
+    ours = as_tuple(getattr(xt, name)(*ours_in))[0]
+    pure = PURE_TORCH[name](*pure_in)
+    torch.testing.assert_close(ours, pure, rtol=1e-12, atol=1e-12)
+    g = torch.from_numpy(rng.normal(size=tuple(ours.shape)))
+    (ours_q,) = torch.autograd.grad(ours, ours_in[q_index], g)
+    (pure_q,) = torch.autograd.grad(pure, pure_in[q_index], g)
+    q = ours_in[q_index].detach()
+    torch.testing.assert_close(
+        tangent_part(ours_q, q), tangent_part(pure_q, q), rtol=1e-10, atol=1e-10
+    )
+
+
+# --- forward mode, vmap, grad ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_func_jvp_matches_reference(name, rng):
+    args = random_args(name, leading_cases(name)[2], rng)
+    directions = [rng.normal(size=a.shape) for a in args]
+    primals, tangents = torch.func.jvp(
+        getattr(xt, name), tuple(tensors(args)), tuple(tensors(directions))
+    )
+    for got, want in zip(as_tuple(primals), as_tuple(getattr(xform, name)(*args))):
+        np.testing.assert_array_equal(got.numpy(), want)
+    for got, want in zip(as_tuple(tangents), as_tuple(xform.jvp(name, args, directions))):
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("name", POINT_AND_POSE_OPS + ["matrix_to_quaternion"])
+def test_vmap_of_jvp_matches_a_loop(name, rng):
+    """Forward mode over a batch of tangents (one jvp per column of a Jacobian)."""
+    args = random_args(name, leading_cases(name)[2], rng)
+    directions = [np.stack([rng.normal(size=a.shape) for _ in range(3)]) for a in args]
+    fn = getattr(xt, name)
+    primals = tuple(tensors(args))
+
+    def tangent_of(*ds):
+        return torch.func.jvp(fn, primals, ds)[1]
+
+    batched = as_tuple(torch.func.vmap(tangent_of)(*tensors(directions)))
+    for i in range(3):
+        expected = as_tuple(xform.jvp(name, args, [d[i] for d in directions]))
+        for b, e in zip(batched, expected):
+            np.testing.assert_allclose(b[i].numpy(), e, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_jacfwd_and_jacrev_agree(name, rng):
+    """jacrev is vmap over the VJP, jacfwd vmap over the JVP: both batching rules."""
+    args = tensors(random_args(name, leading_cases(name)[2], rng))
+    argnums = tuple(range(len(args)))
+    fn = getattr(xt, name)
+    forward = as_tuple(torch.func.jacfwd(fn, argnums=argnums)(*args))
+    reverse = as_tuple(torch.func.jacrev(fn, argnums=argnums)(*args))
+    for f_out, r_out in zip(forward, reverse):
+        for f, r in zip(f_out, r_out):
+            torch.testing.assert_close(f, r, rtol=1e-12, atol=1e-12)
+
+
+def test_forward_ad_dual_numbers(rng):
+    import torch.autograd.forward_ad as fwAD
+
+    args = random_args("pose_multiply", [(3,), (3,), (1,), (3,)], rng)
+    directions = [rng.normal(size=a.shape) for a in args]
+    with fwAD.dual_level():
+        duals = [fwAD.make_dual(a, d) for a, d in zip(tensors(args), tensors(directions))]
+        outs = xt.pose_multiply(*duals)
+        tangents = [fwAD.unpack_dual(o).tangent for o in outs]
+    for got, want in zip(tangents, xform.jvp("pose_multiply", args, directions)):
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def vmap_args(name, rng, size=4):
+    """Per-sample arguments for `name`, and which of them are mapped (stacked)."""
+    per_sample = random_args(name, leading_cases(name)[2], rng)
+    mapped = [k % 2 == 0 or len(per_sample) == 1 for k in range(len(per_sample))]
+    stacked = [
+        np.stack([random_args(name, leading_cases(name)[2], rng)[k] for _ in range(size)])
+        if m
+        else a
+        for k, (a, m) in enumerate(zip(per_sample, mapped))
+    ]
+    return stacked, mapped
+
+
+@pytest.mark.parametrize(
+    "name", POINT_AND_POSE_OPS + ["quaternion_to_matrix", "matrix_to_quaternion"]
+)
+def test_vmap_matches_a_loop(name, rng):
+    args, mapped = vmap_args(name, rng)
+    in_dims = tuple(0 if m else None for m in mapped)
+    fn = getattr(xt, name)
+    batched = as_tuple(torch.func.vmap(fn, in_dims=in_dims)(*tensors(args)))
+    for i in range(4):
+        sample = [torch.from_numpy(a[i] if m else a) for a, m in zip(args, mapped)]
+        for b, s in zip(batched, as_tuple(fn(*sample))):
+            torch.testing.assert_close(b[i], s, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", POINT_AND_POSE_OPS)
+def test_vmap_of_grad_matches_a_loop(name, rng):
+    args, mapped = vmap_args(name, rng)
+    in_dims = tuple(0 if m else None for m in mapped)
+    fn = getattr(xt, name)
+    everything = tuple(range(len(args)))
+
+    def loss(*inputs):
+        return sum((r**2).sum() for r in as_tuple(fn(*inputs)))
+
+    batched = torch.func.vmap(torch.func.grad(loss, argnums=everything), in_dims=in_dims)(
+        *tensors(args)
+    )
+    for i in range(4):
+        sample = [torch.from_numpy(a[i] if m else a) for a, m in zip(args, mapped)]
+        for b, s in zip(batched, torch.func.grad(loss, argnums=everything)(*sample)):
+            torch.testing.assert_close(b[i], s, rtol=1e-12, atol=1e-12)
+
+
+def test_nested_vmap(rng):
+    q = torch.from_numpy(rng.normal(size=(3, 5, 4)))
+    nested = torch.func.vmap(torch.func.vmap(xt.quaternion_to_matrix))(q)
+    torch.testing.assert_close(nested, xt.quaternion_to_matrix(q), rtol=0, atol=0)
+
+
+def test_vmap_launches_once(rng, monkeypatch):
+    from xform import _launch
+
+    launches = []
+    real = _launch.forward
+    monkeypatch.setattr(_launch, "forward", lambda *a, **k: launches.append(1) or real(*a, **k))
+    q = torch.from_numpy(rng.normal(size=(64, 4)))
+    torch.func.vmap(xt.quaternion_to_matrix)(q)
+    assert len(launches) == 1
+
+
+# --- the protocol ----------------------------------------------------------------------
+
+
+def test_needs_input_grad_skips_unrequested_gradients(rng, monkeypatch):
+    from xform import _launch
+
+    seen = []
+    real = _launch.vjp
+    monkeypatch.setattr(
+        _launch,
+        "vjp",
+        lambda ops, cot, alloc, needed=None: (
+            seen.append(tuple(needed)) or real(ops, cot, alloc, needed)
+        ),
+    )
+    t, q, p = tensors(random_args("transform_points", [(1,), (1,), (5,)], rng))
+    p.requires_grad_(True)
+    xt.transform_points(t, q, p).sum().backward()
+    assert seen == [(False, False, True)]
+    assert t.grad is None and q.grad is None and p.grad is not None
+
+
+def test_zero_stride_gradient_from_sum(rng):
+    args = tensors(random_args("pose_inverse", [(4,), (4,)], rng), requires_grad=True)
+    t_inv, q_inv = xt.pose_inverse(*args)
+    (t_inv.sum() + q_inv.sum()).backward()
+    expected = xform.vjp(
+        "pose_inverse", [a.detach().numpy() for a in args], (np.ones((4, 3)), np.ones((4, 4)))
+    )
+    for a, e in zip(args, expected):
+        np.testing.assert_array_equal(a.grad.numpy(), e)
+
+
+def test_non_contiguous_inputs(rng):
+    x = torch.from_numpy(rng.normal(size=(3, 10, 6)))[..., ::2]
+    t, q = tensors(random_args("transform_points", [(), (), ()], rng)[:2])
+    assert not x.is_contiguous()
+    torch.testing.assert_close(
+        xt.transform_points(t, q, x), xt.transform_points(t, q, x.contiguous()), rtol=0, atol=0
+    )
+
+
+def test_inputs_are_read_in_place(rng, monkeypatch):
+    from xform import _launch
+
+    pointers = []
+    real = _launch.forward
+    monkeypatch.setattr(
+        _launch,
+        "forward",
+        lambda ops, alloc: pointers.extend(a.ptr for a in ops.arrays) or real(ops, alloc),
+    )
+    args = tensors(random_args("pose_multiply", [(3,), (3,), (3,), (3,)], rng), requires_grad=True)
+    xt.pose_multiply(*args)
+    assert pointers == [a.data_ptr() for a in args]
+
+
+def test_double_backward_raises_clearly(rng):
+    (q,) = tensors(random_args("quaternion_to_matrix", [(3,)], rng), requires_grad=True)
+    (g,) = torch.autograd.grad(xt.quaternion_to_matrix(q).pow(2).sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError, match="double backward .* is not supported"):
+        g.sum().backward()
+
+
+def test_cuda_matrix_to_quaternion_is_marked_non_differentiable(rng):
+    (m,) = tensors(random_args("cuda_matrix_to_quaternion", [(3,)], rng), requires_grad=True)
+    q = xt.cuda_matrix_to_quaternion(m)
+    assert not q.requires_grad
+    np.testing.assert_array_equal(q.numpy(), xt.matrix_to_quaternion(m).detach().numpy())
+
+
+def test_float32_in_float32_out_and_mixed_dtypes_raise(rng):
+    t, q = tensors(random_args("pose_inverse", [(2,), (2,)], rng, np.float32))
+    assert all(r.dtype == torch.float32 for r in xt.pose_inverse(t, q))
+    with pytest.raises(
+        TypeError, match="'quaternion' has dtype float64 but 'position' has float32"
+    ):
+        xt.pose_inverse(t, q.double())
+    with pytest.raises(TypeError, match="'position' has dtype int64"):
+        xt.pose_inverse(t.long(), q)
+
+
+def test_bad_shapes_and_types_raise(rng):
+    t, q = tensors(random_args("pose_inverse", [(2,), (2,)], rng))
+    with pytest.raises(
+        ValueError, match=r"'quaternion' has shape \(2, 3\); expected \(\.\.\., 4\)"
+    ):
+        xt.pose_inverse(t, t)
+    with pytest.raises(TypeError, match="'quaternion' must be a torch.Tensor"):
+        xt.pose_inverse(t, q.numpy())
+
+
+def test_empty_batches(rng):
+    t, q, p = tensors(random_args("batch_transform_points", [(0,), (0,), (0, 5)], rng), True)
+    out = xt.batch_transform_points(t, q, p)
+    assert out.shape == (0, 5, 3)
+    out.sum().backward()
+    assert t.grad.shape == (0, 3) and p.grad.shape == (0, 5, 3)
+
+
+def test_torch_quaternion_to_matrix_agrees(rng):
+    (q,) = tensors(random_args("quaternion_to_matrix", [(2, 3)], rng), requires_grad=True)
+    pure = xt.torch_quaternion_to_matrix(q)
+    ours = xt.quaternion_to_matrix(q)
+    torch.testing.assert_close(pure, ours, rtol=1e-12, atol=1e-12)
+    g = torch.from_numpy(rng.normal(size=(2, 3, 3, 3)))
+    torch.testing.assert_close(
+        torch.autograd.grad(pure, q, g)[0],
+        torch.autograd.grad(ours, q, g)[0],
+        rtol=1e-12,
+        atol=1e-12,
+    )
+
+
+# --- cuRobo compatibility ----------------------------------------------------------------
+
+
+def test_result_buffer_receives_the_result_and_is_returned(rng):
+    t, q, p = tensors(random_args("batch_transform_points", [(2,), (2,), (2, 4)], rng), True)
+    buffer = torch.empty(2, 4, 3, dtype=torch.float64)
+    out = xt.batch_transform_points(t, q, p, out_points=buffer)
+    assert out is buffer
+    torch.testing.assert_close(out, xt.batch_transform_points(t, q, p), rtol=0, atol=0)
+    out.sum().backward()
+    assert p.grad is not None
+
+
+def test_transform_point_class_with_buffers_then_backward(rng):
+    t, q, p = tensors(random_args("transform_points", [(1,), (1,), (50,)], rng), True)
+    out = torch.empty(50, 3, dtype=torch.float64)
+    adj = [
+        torch.empty(1, 3, dtype=torch.float64),
+        torch.empty(1, 4, dtype=torch.float64),
+        torch.empty(50, 3, dtype=torch.float64),
+    ]
+    y = xt.TransformPoint.apply(t, q, p, out, *adj)
+    assert y is out
+    y.sum().backward()
+    expected = xform.vjp(
+        "transform_points", [a.detach().numpy() for a in (t, q, p)], np.ones((50, 3))
+    )
+    for a, workspace, e in zip((t, q, p), adj, expected):
+        np.testing.assert_allclose(a.grad.numpy(), e, rtol=1e-12)
+        np.testing.assert_allclose(workspace.numpy(), e, rtol=1e-12)
+
+
+def test_transform_pose_broadcasts_pose_one_without_reading_out_of_bounds(rng):
+    """cuRobo's TransformPose.backward read out of bounds for a broadcast pose 1."""
+    args = tensors(random_args("pose_multiply", [(1,), (1,), (64,), (64,)], rng), True)
+    out_t, out_q = xt.TransformPose.apply(*args, None, None, None, None, None, None)
+    assert out_t.shape == (64, 3)
+    (out_t.sum() + out_q.sum()).backward()
+    assert args[0].grad.shape == (1, 3) and args[1].grad.shape == (1, 4)
+    assert torch.autograd.gradcheck(
+        lambda *a: xt.TransformPose.apply(*a, *[None] * 6),
+        [
+            a.detach()[:3].requires_grad_() if a.shape[0] > 1 else a.detach().requires_grad_()
+            for a in args
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    ("cls", "name", "leadings"),
+    [
+        ("TransformPoint", "transform_points", [(1,), (1,), (5,)]),
+        ("BatchTransformPoint", "batch_transform_points", [(2,), (2,), (2, 5)]),
+        ("TransformPose", "pose_multiply", [(1,), (1,), (5,), (5,)]),
+        ("BatchTransformPose", "pose_multiply", [(5,), (5,), (5,), (5,)]),
+        ("PoseInverse", "pose_inverse", [(5,), (5,)]),
+        ("QuatToMatrix", "quaternion_to_matrix", [(5,)]),
+        ("MatrixToQuaternion", "matrix_to_quaternion", [(5,)]),
+    ],
+)
+def test_curobo_classes(cls, name, leadings, rng):
+    args = tensors(random_args(name, leadings, rng), requires_grad=True)
+    n_buffers = {1: 2, 2: 4, 3: 4, 4: 6}[len(args)]
+    results = as_tuple(getattr(xt, cls).apply(*args, *[None] * n_buffers))
+    for got, want in zip(results, as_tuple(getattr(xt, name)(*args))):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    sum(r.sum() for r in results).backward()
+    assert all(a.grad is not None for a in args)
+
+
+def test_bad_buffers_raise_value_error(rng):
+    t, q, p = tensors(random_args("transform_points", [(1,), (1,), (5,)], rng))
+    with pytest.raises(
+        ValueError, match=r"buffer 'out_points' has shape \(4, 3\), expected \(5, 3\)"
+    ):
+        xt.transform_points(t, q, p, out_points=torch.empty(4, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="buffer 'out_points' has dtype torch.float32"):
+        xt.transform_points(t, q, p, out_points=torch.empty(5, 3))
+    with pytest.raises(ValueError, match=r"buffer 'out_gq' has shape \(4,\), expected \(1, 4\)"):
+        xt.transform_points(t, q, p, out_gq=torch.empty(4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="not contiguous"):
+        xt.transform_points(t, q, p, out_points=torch.empty(3, 5, dtype=torch.float64).T)
+
+
+# --- torch.compile ------------------------------------------------------------------------
+
+
+def compile_loss(name):
+    fn = getattr(xt, name)
+
+    def loss(*inputs):
+        return sum((r**2).sum() for r in as_tuple(fn(*inputs)))
+
+    return loss
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_compile_fullgraph_aot_eager(name, rng):
+    torch._dynamo.reset()
+    args = random_args(name, leading_cases(name)[2], rng)
+    differentiable = xform.OPS[name].differentiable
+    eager_in = tensors(args, requires_grad=differentiable)
+    compiled_in = tensors(args, requires_grad=differentiable)
+    loss = compile_loss(name)
+    eager = loss(*eager_in)
+    compiled = torch.compile(loss, fullgraph=True, backend="aot_eager")(*compiled_in)
+    torch.testing.assert_close(compiled, eager, rtol=1e-12, atol=0)
+    if differentiable:
+        for a, b in zip(
+            torch.autograd.grad(compiled, compiled_in), torch.autograd.grad(eager, eager_in)
+        ):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=0)
+
+
+def test_compile_fullgraph_inductor(rng):
+    torch._dynamo.reset()
+    args = random_args("pose_multiply", [(5,), (5,), (1,), (5,)], rng)
+
+    def loss(t, q, t2, q2, points):
+        t12, q12 = xt.pose_multiply(t, q, t2, q2)
+        return (xt.batch_transform_points(t12, q12, points) ** 2).mean()
+
+    points = rng.normal(size=(5, 8, 3))
+    eager_in = tensors([*args, points], requires_grad=True)
+    compiled_in = tensors([*args, points], requires_grad=True)
+    eager = loss(*eager_in)
+    compiled = torch.compile(loss, fullgraph=True)(*compiled_in)
+    torch.testing.assert_close(compiled, eager, rtol=1e-12, atol=0)
+    for a, b in zip(
+        torch.autograd.grad(compiled, compiled_in), torch.autograd.grad(eager, eager_in)
+    ):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_compiled_call_with_result_buffer(rng):
+    torch._dynamo.reset()
+    t, q, p = tensors(random_args("transform_points", [(1,), (1,), (5,)], rng))
+    buffer = torch.empty(5, 3, dtype=torch.float64)
+    fn = torch.compile(
+        lambda t, q, p, b: xt.transform_points(t, q, p, out_points=b),
+        fullgraph=True,
+        backend="aot_eager",
+    )
+    fn(t, q, p, buffer)
+    torch.testing.assert_close(buffer, xt.transform_points(t, q, p), rtol=0, atol=0)
+
+
+# --- CUDA --------------------------------------------------------------------------------
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@cuda
+def test_cuda_values_gradients_and_current_stream(rng):
+    args = random_args("batch_transform_points", [(4,), (4,), (4, 100)], rng)
+    gpu = [a.cuda().requires_grad_() for a in tensors(args)]
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        out = xt.batch_transform_points(*gpu)
+        out.sum().backward()
+    stream.synchronize()
+    np.testing.assert_allclose(
+        out.detach().cpu().numpy(), xform.batch_transform_points(*args), rtol=1e-12
+    )
+    expected = xform.vjp("batch_transform_points", args, np.ones((4, 100, 3)))
+    for a, e in zip(gpu, expected):
+        np.testing.assert_allclose(a.grad.cpu().numpy(), e, rtol=1e-10)
+
+
+@cuda
+def test_cuda_graph_capture_with_buffers(rng):
+    t, q, p = [
+        a.cuda() for a in tensors(random_args("transform_points", [(1,), (1,), (1000,)], rng))
+    ]
+    out = torch.empty(1000, 3, dtype=torch.float64, device="cuda")
+    xt.transform_points(t, q, p, out_points=out)  # warm-up: kernels loaded
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        xt.transform_points(t, q, p, out_points=out)
+    p.copy_(p * 2)
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, xt.transform_points(t, q, p), rtol=0, atol=0)
+
+
+@cuda
+def test_cuda_and_cpu_mixed_raise(rng):
+    t, q = tensors(random_args("pose_inverse", [(2,), (2,)], rng))
+    with pytest.raises(ValueError, match="'quaternion' is on cuda:0 but 'position' is on cpu"):
+        xt.pose_inverse(t, q.cuda())
