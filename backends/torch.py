@@ -49,25 +49,6 @@ __all__ = [
     "MatrixToQuaternion",
 ]
 
-# cuRobo's optional buffers, per op: (result buffers, gradient buffers), in its order.
-CUROBO_BUFFERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "transform_points": (("out_points",), ("out_gp", "out_gq", "out_gpt")),
-    "batch_transform_points": (("out_points",), ("out_gp", "out_gq", "out_gpt")),
-    "batch_transform_points_inverse": (("out_points",), ("out_gp", "out_gq", "out_gpt")),
-    "transform_point_inverse": ((), ()),
-    "get_inv_transform": ((), ()),
-    "quaternion_to_matrix": (("out_mat",), ("adj_quaternion",)),
-    "matrix_to_quaternion": (("out_quat",), ("adj_matrix",)),
-    "cuda_matrix_to_quaternion": ((), ()),
-    "pose_to_matrix": (("out_matrix",), ()),
-    "pose_multiply": (
-        ("out_position", "out_quaternion"),
-        ("adj_pos", "adj_quat", "adj_pos2", "adj_quat2"),
-    ),
-    "pose_inverse": (("out_position", "out_quaternion"), ("adj_pos", "adj_quat")),
-}
-
-
 # --- memory: torch tensors as the core's buffers ------------------------------------------
 
 
@@ -262,7 +243,7 @@ def op_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
     """The op as a Function: `apply(*operands, *result_buffers, *gradient_buffers)`, the
     buffers optional (None) and only at prefix 0."""
     n, r = len(op.operands), len(op.results)
-    result_names = CUROBO_BUFFERS[op.name][0]
+    result_names = op.result_buffers
 
     class Function(torch.autograd.Function):
         @staticmethod
@@ -322,7 +303,7 @@ def op_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
 
 def _grad_buffers(op: OpSpec, inputs, start: int) -> list:
     """The gradient buffers among `inputs`, each checked against its operand."""
-    grad_names = CUROBO_BUFFERS[op.name][1]
+    grad_names = op.gradient_buffers
     buffers = [
         inputs[start + k] if start + k < len(inputs) else None for k in range(len(grad_names))
     ]
@@ -396,7 +377,7 @@ CUSTOM_OPS = {name: _register_custom_ops(op) for name, op in OPS.items()}
 
 
 def _make_functional(op: OpSpec):
-    result_names, grad_names = CUROBO_BUFFERS[op.name]
+    result_names, grad_names = op.result_buffers, op.gradient_buffers
     n = len(op.operands)
     params = [
         inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for o in op.operands

@@ -70,6 +70,10 @@ class OpSpec:
     formula: str
     tangent_kernel: wp.Kernel | None = None
     differentiable: bool = True
+    # cuRobo's optional preallocated buffers, in its order: result buffers, then
+    # gradient buffers (the PyTorch adapter's functional API takes them).
+    result_buffers: tuple[str, ...] = ()
+    gradient_buffers: tuple[str, ...] = ()
 
     @property
     def differentiable_operands(self) -> tuple[str, ...]:
@@ -98,6 +102,8 @@ OPS: dict[str, OpSpec] = {
             k.transform_points_kernel,
             "R(q) p + t, where R(q) v = q (0, v) q* (|q|^2 times a rotation).",
             k.transform_points_tangent_kernel,
+            result_buffers=("out_points",),
+            gradient_buffers=("out_gp", "out_gq", "out_gpt"),
         ),
         OpSpec(
             "batch_transform_points",
@@ -106,6 +112,8 @@ OPS: dict[str, OpSpec] = {
             k.transform_points_kernel,
             "R(q_b) p_bn + t_b, where R(q) v = q (0, v) q*.",
             k.transform_points_tangent_kernel,
+            result_buffers=("out_points",),
+            gradient_buffers=("out_gp", "out_gq", "out_gpt"),
         ),
         OpSpec(
             "batch_transform_points_inverse",
@@ -114,6 +122,8 @@ OPS: dict[str, OpSpec] = {
             k.transform_points_inverse_kernel,
             "R(q_b)^T (p_bn - t_b), where R(q)^T v = q* (0, v) q.",
             k.transform_points_inverse_tangent_kernel,
+            result_buffers=("out_points",),
+            gradient_buffers=("out_gp", "out_gq", "out_gpt"),
         ),
         OpSpec(
             "transform_point_inverse",
@@ -139,6 +149,8 @@ OPS: dict[str, OpSpec] = {
             "The matrix of v -> q (0, v) q*: entries are quadratic in q, and equal |q|^2 "
             "times the rotation matrix of q / |q|.",
             k.quaternion_to_matrix_tangent_kernel,
+            result_buffers=("out_mat",),
+            gradient_buffers=("adj_quaternion",),
         ),
         OpSpec(
             "matrix_to_quaternion",
@@ -149,6 +161,8 @@ OPS: dict[str, OpSpec] = {
             "4x^2, 4y^2, 4z^2) gives one component, the off-diagonal sums and differences "
             "the others; the sign is chosen so that w >= 0.",
             k.matrix_to_quaternion_tangent_kernel,
+            result_buffers=("out_quat",),
+            gradient_buffers=("adj_matrix",),
         ),
         OpSpec(
             "cuda_matrix_to_quaternion",
@@ -165,6 +179,7 @@ OPS: dict[str, OpSpec] = {
             k.pose_to_matrix_kernel,
             "[[R(q), t], [0, 0, 0, 1]].",
             k.pose_to_matrix_tangent_kernel,
+            result_buffers=("out_matrix",),
         ),
         OpSpec(
             "pose_multiply",
@@ -173,6 +188,8 @@ OPS: dict[str, OpSpec] = {
             k.pose_multiply_kernel,
             "T1 T2 = (R(q1) t2 + t1, q1 q2): pose 2 is applied first.",
             k.pose_multiply_tangent_kernel,
+            result_buffers=("out_position", "out_quaternion"),
+            gradient_buffers=("adj_pos", "adj_quat", "adj_pos2", "adj_quat2"),
         ),
         OpSpec(
             "pose_inverse",
@@ -181,6 +198,8 @@ OPS: dict[str, OpSpec] = {
             k.pose_inverse_kernel,
             "(-R(q)^T t, q*), with q* the conjugate.",
             k.pose_inverse_tangent_kernel,
+            result_buffers=("out_position", "out_quaternion"),
+            gradient_buffers=("adj_pos", "adj_quat"),
         ),
     )
 }

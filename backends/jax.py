@@ -1,0 +1,346 @@
+"""JAX adapter: every op of xform's table as JAX primitives, generated from the table.
+
+Each op is three primitives that run the core's kernels through the XLA FFI
+(`warp.jax_callable`), so that under `jax.jit` they execute inside the compiled program
+on XLA's own buffers, with no copy:
+
+- `xform_<op>`: the op. Its JVP rule calls
+- `xform_<op>_tangent`: the tangent kernel, linear in the tangents. Its transpose rule
+  (what `jax.grad`, `jax.vjp` and `jax.linearize` need) calls
+- `xform_<op>_vjp`: Warp's adjoint of the op's kernel.
+
+So forward mode (`jax.jvp`, `jax.jacfwd`) and reverse mode (`jax.grad`, `jax.jacrev`)
+both come from the same kernels. Every primitive has a batching rule that moves the
+mapped axis to the front and calls the kernel with one more "mapped prefix" dimension:
+`jax.vmap` is one launch, never a loop. Second derivatives are not supported and raise.
+
+`cuda_matrix_to_quaternion` stops gradients: its derivative is zero, as
+`jax.lax.stop_gradient` makes it. Shapes and dtypes are checked at trace time with the
+SPEC's messages. float32 by default; float64 under `jax_enable_x64`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import warp as wp
+from jax.extend.core import Primitive
+from jax.interpreters import ad, batching, mlir
+
+from xform import _launch
+from xform._layout import result_shapes
+from xform._optable import OPS, OpSpec
+
+__all__ = list(OPS)
+
+
+# --- running the core's launches inside an FFI call --------------------------------------
+
+
+def _callback(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...]):
+    """The Python function the FFI call runs: Warp arrays in (views of XLA's buffers),
+    the core's launch, results written into XLA's output buffers."""
+    n = len(op.operands)
+
+    def run(*arrays):
+        outputs = iter(arrays[len(arrays) - _result_count(op, product, needed) :])
+
+        def allocate(shape, scalar, device):
+            out = next(outputs)
+            return out, out
+
+        def allocate_zeros(shape, scalar, device):
+            out, view = allocate(shape, scalar, device)
+            out.zero_()
+            return out, view
+
+        def scratch_zeros(shape, scalar, device):
+            array = wp.zeros(shape, dtype=scalar, device=device)
+            return array, array
+
+        operands = _launch.prepare(op, arrays[:n], prefix)
+        if product == "forward":
+            _launch.forward(operands, allocate)
+        elif product == "tangent":
+            _launch.jvp(operands, arrays[n : 2 * n], allocate, scratch_zeros)
+        else:  # the adjoint accumulates into zeroed outputs
+            cotangents = arrays[n : n + len(op.results)]
+            _launch.vjp(operands, cotangents, allocate_zeros, needed)
+
+    return run
+
+
+def _result_count(op: OpSpec, product: str, needed) -> int:
+    return sum(needed) if product == "vjp" else len(op.results)
+
+
+@functools.cache
+def _ffi_callable(op: OpSpec, product: str, prefix: int, needed, scalar, ranks):
+    """A `warp.jax_callable` for one op, product and signature (dtype and ranks)."""
+    names = [f"arg{i}" for i in range(len(ranks))]
+    run = _callback(op, product, prefix, needed)
+
+    def call(*arrays):
+        run(*arrays)
+
+    parameters = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_ONLY) for name in names]
+    call.__signature__ = inspect.Signature(parameters)
+    call.__annotations__ = {
+        name: wp.array(dtype=scalar, ndim=rank) for name, rank in zip(names, ranks)
+    }
+    call.__name__ = f"xform_{op.name}_{product}"
+    call.__qualname__ = call.__name__
+    outputs = _result_count(op, product, needed)
+    return wp.jax_callable(
+        call,
+        num_outputs=outputs,
+        graph_mode=wp.JaxCallableGraphMode.NONE,
+        vmap_method=None,
+    )
+
+
+def _run(op: OpSpec, product: str, prefix: int, needed, inputs, out_shapes):
+    """Run one product through the FFI, or without a launch when nothing is to compute."""
+    dtype = inputs[0].dtype
+    if not out_shapes:
+        return []
+    if any(0 in shape for shape in out_shapes) or any(
+        x.size == 0 for x in inputs[: len(op.operands)]
+    ):
+        return [jnp.zeros(shape, dtype) for shape in out_shapes]
+    scalar = wp.dtype_from_numpy(np.dtype(dtype))
+    ranks = tuple(x.ndim for x in inputs) + tuple(len(s) for s in out_shapes)
+    call = _ffi_callable(op, product, prefix, needed, scalar, ranks)
+    names = [f"arg{i}" for i in range(len(inputs), len(ranks))]
+    return list(call(*inputs, output_dims=dict(zip(names, out_shapes))))
+
+
+# --- the three primitives per op -----------------------------------------------------------
+
+
+def _check(op: OpSpec, operands, prefix: int):
+    _launch.check_dtypes(op, [np.dtype(x.dtype).name for x in operands])
+    return result_shapes(op, [tuple(x.shape) for x in operands], prefix)
+
+
+def _avals(shapes, dtype, inputs):
+    """Abstract results. Under shard_map they vary over every mesh axis that an input
+    varies over, as for JAX's own elementwise primitives."""
+    varying_inputs = [
+        x for x in inputs if getattr(x, "manual_axis_type", None) and x.manual_axis_type.varying
+    ]
+    if not varying_inputs:
+        return [jax.core.ShapedArray(shape, dtype) for shape in shapes]
+    first = varying_inputs[0].manual_axis_type
+    axis_type = type(first)(
+        varying=frozenset().union(*(x.manual_axis_type.varying for x in varying_inputs)),
+        unreduced=first.unreduced,
+        reduced=first.reduced,
+    )
+    mesh = varying_inputs[0].sharding.mesh
+    return [
+        jax.core.ShapedArray(
+            shape,
+            dtype,
+            sharding=jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()),
+            manual_axis_type=axis_type,
+        )
+        for shape in shapes
+    ]
+
+
+def _front(args, dims, size, broadcast):
+    """Mapped axis to the front of every argument; an unmapped argument gets a size-1
+    axis there (broadcast: False) or is broadcast to the map size (broadcast: True)."""
+    out = []
+    for x, d in zip(args, dims):
+        if d is None:
+            x = jnp.expand_dims(x, 0)
+            if broadcast:
+                x = jnp.broadcast_to(x, (size, *x.shape[1:]))
+        else:
+            x = jnp.moveaxis(x, d, 0)
+        out.append(x)
+    return out
+
+
+def _map_size(args, dims):
+    return next(x.shape[d] for x, d in zip(args, dims) if d is not None)
+
+
+def _no_second_derivative(op: OpSpec):
+    def rule(*args, **kwargs):
+        raise NotImplementedError(
+            f"xform.{op.name}: second derivatives (differentiating a gradient or tangent) "
+            "are not supported; the first derivative is exact"
+        )
+
+    return rule
+
+
+@functools.cache
+def primitives(op: OpSpec):
+    """(op, tangent, vjp) primitives of one op, with their rules."""
+    n, r = len(op.operands), len(op.results)
+
+    forward = Primitive(f"xform_{op.name}")
+    forward.multiple_results = True
+
+    def forward_impl(*operands, prefix):
+        return _run(op, "forward", prefix, (), operands, _check(op, operands, prefix))
+
+    def forward_abstract(*operands, prefix):
+        return _avals(_check(op, operands, prefix), operands[0].dtype, operands)
+
+    def forward_batch(args, dims, *, prefix):
+        front = _front(args, dims, _map_size(args, dims), broadcast=False)
+        return forward.bind(*front, prefix=prefix + 1), [0] * r
+
+    forward.def_impl(forward_impl)
+    forward.def_abstract_eval(forward_abstract)
+    mlir.register_lowering(forward, mlir.lower_fun(forward_impl, multiple_results=True))
+    batching.primitive_batchers[forward] = forward_batch
+    if not op.differentiable:
+        return forward, None, None
+
+    tangent = Primitive(f"xform_{op.name}_tangent")
+    tangent.multiple_results = True
+    vjp = Primitive(f"xform_{op.name}_vjp")
+    vjp.multiple_results = True
+
+    def forward_jvp(primals, tangents, *, prefix):
+        outs = forward.bind(*primals, prefix=prefix)
+        tangents = [ad.instantiate_zeros(t) for t in tangents]
+        return outs, tangent.bind(*primals, *tangents, prefix=prefix)
+
+    def tangent_impl(*args, prefix):
+        operands = args[:n]
+        return _run(op, "tangent", prefix, (), args, _check(op, operands, prefix))
+
+    def tangent_abstract(*args, prefix):
+        return _avals(_check(op, args[:n], prefix), args[0].dtype, args)
+
+    def tangent_transpose(cotangents, *args, prefix):
+        operands = args[:n]
+        if any(ad.is_undefined_primal(x) for x in operands):
+            raise NotImplementedError(f"xform.{op.name}: the tangent is linear in tangents only")
+        needed = tuple(ad.is_undefined_primal(t) for t in args[n:])
+        shapes = [t.aval.shape if ad.is_undefined_primal(t) else None for t in args[n:]]
+        dtype = operands[0].dtype
+        cotangents = [
+            jnp.zeros(s, dtype) if type(c) is ad.Zero else c
+            for c, s in zip(cotangents, _check(op, operands, prefix))
+        ]
+        grads = iter(vjp.bind(*operands, *cotangents, prefix=prefix, needed=needed))
+        return [None] * n + [next(grads) if need else None for need, _ in zip(needed, shapes)]
+
+    def tangent_batch(args, dims, *, prefix):
+        front = _front(args, dims, _map_size(args, dims), broadcast=True)
+        return tangent.bind(*front, prefix=prefix + 1), [0] * r
+
+    tangent.def_impl(tangent_impl)
+    tangent.def_abstract_eval(tangent_abstract)
+    mlir.register_lowering(tangent, mlir.lower_fun(tangent_impl, multiple_results=True))
+    batching.primitive_batchers[tangent] = tangent_batch
+    ad.primitive_transposes[tangent] = tangent_transpose
+    ad.primitive_jvps[tangent] = _no_second_derivative(op)
+
+    def vjp_shapes(operands, prefix, needed):
+        _check(op, operands, prefix)
+        return [tuple(x.shape) for x, need in zip(operands, needed) if need]
+
+    def vjp_impl(*args, prefix, needed):
+        operands = args[:n]
+        return _run(op, "vjp", prefix, needed, args, vjp_shapes(operands, prefix, needed))
+
+    def vjp_abstract(*args, prefix, needed):
+        return _avals(vjp_shapes(args[:n], prefix, needed), args[0].dtype, args)
+
+    def vjp_batch(args, dims, *, prefix, needed):
+        # Unmapped operands are spelled out to the map size: each map element gets its own
+        # gradient, which the adjoint must not sum over the map.
+        front = _front(args, dims, _map_size(args, dims), broadcast=True)
+        return vjp.bind(*front, prefix=prefix + 1, needed=needed), [0] * sum(needed)
+
+    vjp.def_impl(vjp_impl)
+    vjp.def_abstract_eval(vjp_abstract)
+    mlir.register_lowering(vjp, mlir.lower_fun(vjp_impl, multiple_results=True))
+    batching.primitive_batchers[vjp] = vjp_batch
+    ad.primitive_jvps[vjp] = _no_second_derivative(op)
+
+    ad.primitive_jvps[forward] = forward_jvp
+    return forward, tangent, vjp
+
+
+# --- the public functions ------------------------------------------------------------------
+
+
+def _as_array(op: OpSpec, name: str, x):
+    if isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)):
+        return x
+    raise TypeError(
+        f"xform.backends.jax.{op.name}: argument '{name}' must be a JAX or NumPy array, "
+        f"got {type(x).__module__}.{type(x).__qualname__}"
+    )
+
+
+def _make_function(op: OpSpec):
+    n = len(op.operands)
+    buffers = (*op.result_buffers, *op.gradient_buffers)
+    params = [
+        inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for o in op.operands
+    ]
+    params += [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None) for name in buffers
+    ]
+    signature = inspect.Signature(params)
+    forward = primitives(op)[0]
+
+    def function(*args, **kwargs):
+        if len(args) > n:
+            raise TypeError(
+                f"xform.backends.jax.{op.name} takes {n} arrays; JAX arrays are immutable, so "
+                "cuRobo's preallocated output and gradient buffers are not accepted"
+            )
+        given = [name for name in buffers if kwargs.get(name) is not None]
+        if given:
+            raise TypeError(
+                f"xform.backends.jax.{op.name}: buffer(s) {', '.join(given)} given, but JAX "
+                "arrays are immutable: results are always new arrays"
+            )
+        bound = signature.bind(*args, **kwargs)
+        operands = [_as_array(op, o.name, bound.arguments[o.name]) for o in op.operands]
+        if not op.differentiable:
+            operands = [jax.lax.stop_gradient(x) for x in operands]
+        results = forward.bind(*operands, prefix=0)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    function.__name__ = function.__qualname__ = op.name
+    function.__signature__ = signature
+    function.__doc__ = (
+        f"{op.formula}\n\n"
+        + "\n".join(f"{o.name}: {o.expected_shape()}" for o in op.operands)
+        + "\n\nDifferentiable with respect to: "
+        + (", ".join(op.differentiable_operands) or "none (gradient is zero)")
+        + "."
+    )
+    return function
+
+
+FUNCTIONS = {name: _make_function(op) for name, op in OPS.items()}
+
+transform_points = FUNCTIONS["transform_points"]
+batch_transform_points = FUNCTIONS["batch_transform_points"]
+batch_transform_points_inverse = FUNCTIONS["batch_transform_points_inverse"]
+transform_point_inverse = FUNCTIONS["transform_point_inverse"]
+get_inv_transform = FUNCTIONS["get_inv_transform"]
+quaternion_to_matrix = FUNCTIONS["quaternion_to_matrix"]
+matrix_to_quaternion = FUNCTIONS["matrix_to_quaternion"]
+cuda_matrix_to_quaternion = FUNCTIONS["cuda_matrix_to_quaternion"]
+pose_to_matrix = FUNCTIONS["pose_to_matrix"]
+pose_multiply = FUNCTIONS["pose_multiply"]
+pose_inverse = FUNCTIONS["pose_inverse"]
