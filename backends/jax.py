@@ -41,6 +41,7 @@ __all__ = list(OPS)
 # --- running the core's launches inside an FFI call --------------------------------------
 
 
+@functools.cache
 def _callback(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...]):
     """The Python function the FFI call runs: Warp arrays in (views of XLA's buffers),
     the core's launch, results written into XLA's output buffers."""
@@ -79,28 +80,32 @@ def _result_count(op: OpSpec, product: str, needed) -> int:
 
 
 @functools.cache
-def _ffi_callable(op: OpSpec, product: str, prefix: int, needed, scalar, ranks):
-    """A `warp.jax_callable` for one op, product and signature (dtype and ranks)."""
-    names = [f"arg{i}" for i in range(len(ranks))]
-    run = _callback(op, product, prefix, needed)
+def ffi_callable(run, name: str, signature: tuple, num_outputs: int):
+    """A `warp.jax_callable` running `run(*warp_arrays)` inside an XLA FFI call, for one
+    signature: a (Warp scalar type, rank) pair per input, then per output. `run` gets
+    views of XLA's buffers (inputs, then outputs to fill) on XLA's stream."""
+    names = [f"arg{i}" for i in range(len(signature))]
 
     def call(*arrays):
         run(*arrays)
 
-    parameters = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_ONLY) for name in names]
-    call.__signature__ = inspect.Signature(parameters)
-    call.__annotations__ = {
-        name: wp.array(dtype=scalar, ndim=rank) for name, rank in zip(names, ranks)
-    }
-    call.__name__ = f"xform_{op.name}_{product}"
-    call.__qualname__ = call.__name__
-    outputs = _result_count(op, product, needed)
-    return wp.jax_callable(
-        call,
-        num_outputs=outputs,
-        graph_mode=wp.JaxCallableGraphMode.NONE,
-        vmap_method=None,
+    call.__signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names]
     )
+    call.__annotations__ = {
+        n: wp.array(dtype=scalar, ndim=rank) for n, (scalar, rank) in zip(names, signature)
+    }
+    call.__name__ = call.__qualname__ = name
+    return wp.jax_callable(
+        call, num_outputs=num_outputs, graph_mode=wp.JaxCallableGraphMode.NONE, vmap_method=None
+    )
+
+
+def call_ffi(callable_, inputs, out_shapes):
+    """Call an `ffi_callable` on JAX inputs, with the given output shapes."""
+    first = len(inputs)
+    names = [f"arg{i}" for i in range(first, first + len(out_shapes))]
+    return list(callable_(*inputs, output_dims=dict(zip(names, out_shapes))))
 
 
 def _run(op: OpSpec, product: str, prefix: int, needed, inputs, out_shapes):
@@ -113,10 +118,14 @@ def _run(op: OpSpec, product: str, prefix: int, needed, inputs, out_shapes):
     ):
         return [jnp.zeros(shape, dtype) for shape in out_shapes]
     scalar = wp.dtype_from_numpy(np.dtype(dtype))
-    ranks = tuple(x.ndim for x in inputs) + tuple(len(s) for s in out_shapes)
-    call = _ffi_callable(op, product, prefix, needed, scalar, ranks)
-    names = [f"arg{i}" for i in range(len(inputs), len(ranks))]
-    return list(call(*inputs, output_dims=dict(zip(names, out_shapes))))
+    ranks = [x.ndim for x in inputs] + [len(s) for s in out_shapes]
+    callable_ = ffi_callable(
+        _callback(op, product, prefix, needed),
+        f"xform_{op.name}_{product}",
+        tuple((scalar, rank) for rank in ranks),
+        len(out_shapes),
+    )
+    return call_ffi(callable_, inputs, out_shapes)
 
 
 # --- the three primitives per op -----------------------------------------------------------

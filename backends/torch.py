@@ -118,6 +118,8 @@ def _device_of(tensors) -> torch.device:
 
 def _forward(op: OpSpec, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor]:
     operands = _detached(operands)
+    if operands[0].device.type == "meta":  # shapes only: shape inference, tracing
+        return _fake_results(op, operands, prefix)
     with _on_current_stream(_device_of(operands)):
         prepared = _launch.prepare(op, operands, prefix)
         for k, buffer in enumerate(buffers):
@@ -315,9 +317,9 @@ def _grad_buffers(op: OpSpec, inputs, start: int) -> list:
 # --- torch.compile: the same kernels as custom ops ----------------------------------------
 
 
-def _fake_results(op: OpSpec, operands) -> list[torch.Tensor]:
+def _fake_results(op: OpSpec, operands, prefix: int = 0) -> list[torch.Tensor]:
     _launch.check_dtypes(op, [str(x.dtype).removeprefix("torch.") for x in operands])
-    shapes = result_shapes(op, [tuple(x.shape) for x in operands])
+    shapes = result_shapes(op, [tuple(x.shape) for x in operands], prefix)
     return [operands[0].new_empty(shape) for shape in shapes]
 
 

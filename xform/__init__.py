@@ -4,13 +4,15 @@ Warp, PyTorch and JAX.
 Quaternions are [w, x, y, z]; positions (..., 3); rotation matrices (..., 3, 3) act
 on column vectors; a pose (position, quaternion) maps p to R(q) p + t.
 
-The functions here take NumPy or Warp arrays and return the same type. The PyTorch
-and JAX adapters live in `xform.backends.torch` and `xform.backends.jax`; importing
-`xform` imports neither framework.
+The functions here take NumPy, Warp, PyTorch or JAX arrays and return the same type;
+PyTorch tensors and JAX arrays go through the adapters in `xform.backends.torch` and
+`xform.backends.jax`, with their framework's autodiff. Importing `xform` imports
+neither framework.
 """
 
 from ._api import FUNCTIONS as _FUNCTIONS
 from ._api import jvp, vjp
+from ._interop import to_jax, to_numpy, to_torch, to_warp
 from ._optable import OPS
 
 __version__ = "0.1.0"
@@ -27,4 +29,32 @@ pose_to_matrix = _FUNCTIONS["pose_to_matrix"]
 pose_multiply = _FUNCTIONS["pose_multiply"]
 pose_inverse = _FUNCTIONS["pose_inverse"]
 
-__all__ = ["OPS", "jvp", "vjp", *_FUNCTIONS]
+
+def jax_to_torch(fn):
+    """A function of PyTorch tensors that runs the JAX function `fn` (see
+    `xform.backends.bridges.jax_to_torch`)."""
+    from .backends.bridges import jax_to_torch as bridge
+
+    return bridge(fn)
+
+
+def torch_to_jax(fn):
+    """A function of JAX arrays that runs the PyTorch function `fn` (see
+    `xform.backends.bridges.torch_to_jax`)."""
+    from .backends.bridges import torch_to_jax as bridge
+
+    return bridge(fn)
+
+
+__all__ = [
+    "OPS",
+    "jvp",
+    "vjp",
+    "to_numpy",
+    "to_torch",
+    "to_jax",
+    "to_warp",
+    "jax_to_torch",
+    "torch_to_jax",
+    *_FUNCTIONS,
+]

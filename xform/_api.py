@@ -1,7 +1,10 @@
-"""The top-level API: every op of the table as a function of NumPy or Warp arrays.
+"""The top-level API: every op of the table as a function of NumPy, Warp, PyTorch or
+JAX arrays, returning the caller's array type.
 
 The functions are generated from the op table, so each has the op's own argument
-names, and returns the caller's array type. Results are always new arrays.
+names. NumPy and Warp arrays run on the core directly; PyTorch tensors and JAX arrays
+(tracers included) go through their adapter, so they keep their framework's autodiff
+and transforms. Results are always new arrays.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from . import _launch
+from . import _interop, _launch
 from ._optable import OPS, OpSpec
 
 
@@ -40,25 +43,33 @@ ALLOCATORS = {
 
 
 def array_kind(op: OpSpec, args: Sequence[Any]) -> str:
-    """'numpy' or 'warp': the one array type of all arguments."""
+    """The one array kind ('numpy', 'warp', 'torch' or 'jax') of all arguments."""
     kinds = []
     for operand, x in zip(op.operands, args):
-        if isinstance(x, np.ndarray):
-            kinds.append("numpy")
-        elif isinstance(x, wp.array):
-            kinds.append("warp")
-        else:
+        kind = _interop.array_kind(x)
+        if kind is None:
             raise TypeError(
                 f"xform.{op.name}: argument '{operand.name}' is a {type(x).__module__}."
-                f"{type(x).__qualname__}; expected a NumPy or Warp array"
+                f"{type(x).__qualname__}; expected a NumPy, Warp, PyTorch or JAX array"
             )
+        kinds.append(kind)
     if len(set(kinds)) > 1:
         raise TypeError(
             f"xform.{op.name}: arguments mix array types "
             + ", ".join(f"'{o.name}': {k}" for o, k in zip(op.operands, kinds))
-            + "; pass one array type"
+            + "; pass one array type (xform.to_torch / to_jax / ... convert without copying)"
         )
     return kinds[0]
+
+
+def _core_kind(op: OpSpec, args: Sequence[Any], what: str) -> str:
+    kind = array_kind(op, args)
+    if kind not in ALLOCATORS:
+        raise TypeError(
+            f"xform.{what} takes NumPy or Warp arrays; for {kind}, use the framework's own "
+            "autodiff through xform.backends." + kind
+        )
+    return kind
 
 
 def _unpack(op: OpSpec, results: list):
@@ -66,10 +77,16 @@ def _unpack(op: OpSpec, results: list):
 
 
 def apply(op: OpSpec, args: Sequence[Any]):
-    """Run `op` on NumPy or Warp arrays, returning the same array type."""
+    """Run `op` on NumPy, Warp, PyTorch or JAX arrays, returning the same array type."""
     kind = array_kind(op, args)
-    operands = _launch.prepare(op, args)
-    return _unpack(op, _launch.forward(operands, ALLOCATORS[kind][0]))
+    if kind == "torch":
+        from .backends import torch as adapter
+    elif kind == "jax":
+        from .backends import jax as adapter
+    else:
+        operands = _launch.prepare(op, args)
+        return _unpack(op, _launch.forward(operands, ALLOCATORS[kind][0]))
+    return adapter.FUNCTIONS[op.name](*args)
 
 
 def vjp(name: str, args: Sequence[Any], cotangents) -> tuple:
@@ -80,7 +97,7 @@ def vjp(name: str, args: Sequence[Any], cotangents) -> tuple:
     with broadcast dimensions summed; None for arguments that are not differentiable.
     """
     op = OPS[name]
-    kind = array_kind(op, args)
+    kind = _core_kind(op, args, "vjp")
     if len(op.results) == 1 and not isinstance(cotangents, (tuple, list)):
         cotangents = (cotangents,)
     if len(cotangents) != len(op.results):
@@ -94,7 +111,7 @@ def jvp(name: str, args: Sequence[Any], tangents: Sequence[Any]):
     tangent per argument (None for zero), each shaped like its argument. Returns one
     array for a one-result op, else a tuple."""
     op = OPS[name]
-    kind = array_kind(op, args)
+    kind = _core_kind(op, args, "jvp")
     if len(tangents) != len(op.operands):
         raise ValueError(f"{name}: expected {len(op.operands)} tangents, got {len(tangents)}")
     operands = _launch.prepare(op, args)
