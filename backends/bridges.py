@@ -186,6 +186,7 @@ def _differentiable_call(fn, treedef, in_specs, out_specs):
         name,
         signature(in_specs) + signature(out_specs),
         len(out_specs),
+        vmap_method="sequential",
     )
     grad_specs = tuple(
         (s, d if np.issubdtype(d, np.floating) else np.dtype(np.float32)) for s, d in in_specs
@@ -195,6 +196,7 @@ def _differentiable_call(fn, treedef, in_specs, out_specs):
         name + "_vjp",
         signature(in_specs) + signature(out_specs) + signature(grad_specs),
         len(in_specs),
+        vmap_method="sequential",
     )
 
     def flat(xs):

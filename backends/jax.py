@@ -80,10 +80,11 @@ def _result_count(op: OpSpec, product: str, needed) -> int:
 
 
 @functools.cache
-def ffi_callable(run, name: str, signature: tuple, num_outputs: int):
+def ffi_callable(run, name: str, signature: tuple, num_outputs: int, vmap_method=None):
     """A `warp.jax_callable` running `run(*warp_arrays)` inside an XLA FFI call, for one
     signature: a (Warp scalar type, rank) pair per input, then per output. `run` gets
-    views of XLA's buffers (inputs, then outputs to fill) on XLA's stream."""
+    views of XLA's buffers (inputs, then outputs to fill) on XLA's stream. `vmap_method`
+    is JAX's, for callers without a batching rule of their own."""
     names = [f"arg{i}" for i in range(len(signature))]
 
     def call(*arrays):
@@ -97,7 +98,10 @@ def ffi_callable(run, name: str, signature: tuple, num_outputs: int):
     }
     call.__name__ = call.__qualname__ = name
     return wp.jax_callable(
-        call, num_outputs=num_outputs, graph_mode=wp.JaxCallableGraphMode.NONE, vmap_method=None
+        call,
+        num_outputs=num_outputs,
+        graph_mode=wp.JaxCallableGraphMode.NONE,
+        vmap_method=vmap_method,
     )
 
 
