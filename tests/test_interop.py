@@ -35,7 +35,7 @@ def make(kind: str, values: np.ndarray):
     return {
         "numpy": lambda: values,
         "warp": lambda: wp.array(values, dtype=wp.float64, device="cpu"),
-        "torch": lambda: torch.from_numpy(values.copy()),
+        "torch": lambda: torch.from_numpy(values).clone(),  # torch allocates 64-byte aligned
         "jax": lambda: jnp.asarray(values),
     }[kind]()
 
