@@ -1,0 +1,1 @@
+"""xform's benchmark suite: `python -m benchmarks` (see run.py)."""

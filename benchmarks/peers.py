@@ -1,0 +1,163 @@
+"""What a user would write instead of xform: the same transforms as plain PyTorch and
+jnp formulas. These are the peers the benchmark measures xform against."""
+
+import jax.numpy as jnp
+import torch
+
+
+def torch_matrix(q):
+    w, x, y, z = q.unbind(-1)
+    return torch.stack(
+        [
+            torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            torch.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            torch.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )
+
+
+def torch_quat_multiply(a, b):
+    aw, ax, ay, az = a.unbind(-1)
+    bw, bx, by, bz = b.unbind(-1)
+    return torch.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        -1,
+    )
+
+
+def torch_matrix_to_quaternion(m):
+    """Shepperd's method, branch-free: all four candidates, keep the best conditioned."""
+    m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
+    t = torch.stack(
+        [1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22, 1 - m00 - m11 + m22], -1
+    )
+    wx, wy, wz = (
+        m[..., 2, 1] - m[..., 1, 2],
+        m[..., 0, 2] - m[..., 2, 0],
+        m[..., 1, 0] - m[..., 0, 1],
+    )
+    xy, xz, yz = (
+        m[..., 0, 1] + m[..., 1, 0],
+        m[..., 0, 2] + m[..., 2, 0],
+        m[..., 1, 2] + m[..., 2, 1],
+    )
+    candidates = torch.stack(
+        [
+            torch.stack([t[..., 0], wx, wy, wz], -1),
+            torch.stack([wx, t[..., 1], xy, xz], -1),
+            torch.stack([wy, xy, t[..., 2], yz], -1),
+            torch.stack([wz, xz, yz, t[..., 3]], -1),
+        ],
+        -2,
+    )
+    best = t.argmax(-1)
+    chosen = torch.gather(candidates, -2, best[..., None, None].expand(*best.shape, 1, 4))[
+        ..., 0, :
+    ]
+    q = chosen * (0.5 / torch.gather(t, -1, best[..., None]).sqrt())
+    return q * torch.where(q[..., :1] < 0, -1.0, 1.0)
+
+
+TORCH = {
+    "transform_points": lambda t, q, p: p @ torch_matrix(q).T + t,
+    "batch_transform_points": lambda t, q, p: (
+        torch.einsum("bij,bnj->bni", torch_matrix(q), p) + t[:, None]
+    ),
+    "pose_multiply": lambda t, q, t2, q2: (
+        torch.einsum("...ij,...j->...i", torch_matrix(q), t2) + t,
+        torch_quat_multiply(q, q2),
+    ),
+    "quaternion_to_matrix": torch_matrix,
+    "matrix_to_quaternion": torch_matrix_to_quaternion,
+}
+
+
+def jnp_matrix(q):
+    w, x, y, z = jnp.moveaxis(q, -1, 0)
+    return jnp.stack(
+        [
+            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )
+
+
+def jnp_rotate(q, v):
+    """Two cross products: v + 2w (u x v) + 2 u x (u x v)."""
+    w, u = q[..., :1], q[..., 1:]
+    uv = jnp.cross(u, v)
+    return v + 2 * w * uv + 2 * jnp.cross(u, uv)
+
+
+def jnp_quat_multiply(a, b):
+    aw, ax, ay, az = jnp.moveaxis(a, -1, 0)
+    bw, bx, by, bz = jnp.moveaxis(b, -1, 0)
+    return jnp.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        -1,
+    )
+
+
+def jnp_matrix_to_quaternion(m):
+    m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
+    t = jnp.stack(
+        [1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22, 1 - m00 - m11 + m22], -1
+    )
+    wx, wy, wz = (
+        m[..., 2, 1] - m[..., 1, 2],
+        m[..., 0, 2] - m[..., 2, 0],
+        m[..., 1, 0] - m[..., 0, 1],
+    )
+    xy, xz, yz = (
+        m[..., 0, 1] + m[..., 1, 0],
+        m[..., 0, 2] + m[..., 2, 0],
+        m[..., 1, 2] + m[..., 2, 1],
+    )
+    candidates = jnp.stack(
+        [
+            jnp.stack([t[..., 0], wx, wy, wz], -1),
+            jnp.stack([wx, t[..., 1], xy, xz], -1),
+            jnp.stack([wy, xy, t[..., 2], yz], -1),
+            jnp.stack([wz, xz, yz, t[..., 3]], -1),
+        ],
+        -2,
+    )
+    best = t.argmax(-1)
+    chosen = jnp.take_along_axis(candidates, best[..., None, None], -2)[..., 0, :]
+    q = chosen * (0.5 / jnp.sqrt(jnp.take_along_axis(t, best[..., None], -1)))
+    return q * jnp.where(q[..., :1] < 0, -1.0, 1.0)
+
+
+# Two jnp forms of the point ops: the rotation matrix, and two cross products.
+JAX = {
+    "transform_points": {
+        "matrix": lambda t, q, p: p @ jnp_matrix(q).T + t,
+        "cross": lambda t, q, p: jnp_rotate(q, p) + t,
+    },
+    "batch_transform_points": {
+        "matrix": lambda t, q, p: jnp.einsum("bij,bnj->bni", jnp_matrix(q), p) + t[:, None],
+        "cross": lambda t, q, p: jnp_rotate(q[:, None], p) + t[:, None],
+    },
+    "pose_multiply": {
+        "matrix": lambda t, q, t2, q2: (
+            jnp.einsum("...ij,...j->...i", jnp_matrix(q), t2) + t,
+            jnp_quat_multiply(q, q2),
+        ),
+        "cross": lambda t, q, t2, q2: (jnp_rotate(q, t2) + t, jnp_quat_multiply(q, q2)),
+    },
+    "quaternion_to_matrix": {"matrix": jnp_matrix},
+    "matrix_to_quaternion": {"shepperd": jnp_matrix_to_quaternion},
+}

@@ -1,0 +1,335 @@
+"""xform against what a user would write instead, in one process.
+
+    python -m benchmarks [--sizes 16 4096 1048576] [--ops ...] [--no-compile] [--out DIR]
+
+For each op, size (points or poses) and mode (forward, forward+backward) it times, as
+medians of repeated runs after warm-up:
+
+- xform through PyTorch, through `jax.jit`, and on NumPy;
+- the PyTorch formulas (`peers.TORCH`) eagerly and under `torch.compile`;
+- the jnp formulas under `jax.jit` (matrix and two-cross-product forms);
+- a raw Warp launch of xform's kernel on prebuilt arrays (the floor for Warp itself);
+- a copy of the same bytes (the bandwidth floor).
+
+It writes `results.json` and `results.png` (time against size, log-log, a line per
+implementation) to the output folder and prints, per row, the ratio of xform to the best
+peer in its framework (below 1: xform is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+import warp as wp
+import xform.backends.jax as xj
+import xform.backends.torch as xt
+
+import xform
+from benchmarks.peers import JAX, TORCH
+from xform import _kernels, _launch
+
+OPS = [
+    "transform_points",
+    "batch_transform_points",
+    "pose_multiply",
+    "quaternion_to_matrix",
+    "matrix_to_quaternion",
+]
+SIZES = [16, 256, 4096, 65536, 1048576]
+MODES = ["forward", "forward+backward"]
+DTYPE = np.float32
+
+
+def inputs(op: str, size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """float32 inputs of `size` points (or poses, or rotations)."""
+
+    def unit_quaternions(*shape):
+        q = rng.normal(size=(*shape, 4))
+        return q / np.linalg.norm(q, axis=-1, keepdims=True)
+
+    if op == "transform_points":
+        arrays = [rng.normal(size=3), unit_quaternions(), rng.normal(size=(size, 3))]
+    elif op == "batch_transform_points":
+        poses = max(1, math.isqrt(size))
+        arrays = [
+            rng.normal(size=(poses, 3)),
+            unit_quaternions(poses),
+            rng.normal(size=(poses, size // poses, 3)),
+        ]
+    elif op == "pose_multiply":
+        arrays = [
+            rng.normal(size=(size, 3)),
+            unit_quaternions(size),
+            rng.normal(size=(size, 3)),
+            unit_quaternions(size),
+        ]
+    elif op == "quaternion_to_matrix":
+        arrays = [unit_quaternions(size)]
+    else:
+        arrays = [xform.quaternion_to_matrix(unit_quaternions(size))]
+    return [np.ascontiguousarray(a, dtype=DTYPE) for a in arrays]
+
+
+def as_tuple(x):
+    return x if isinstance(x, (tuple, list)) else (x,)
+
+
+# --- implementations: each returns a function that runs one iteration, synchronised -------
+
+
+def torch_runner(fn, arrays, backward):
+    tensors = [torch.from_numpy(a).requires_grad_(backward) for a in arrays]
+    if not backward:
+        return lambda: fn(*tensors)
+    cotangents = [torch.ones_like(r) for r in as_tuple(fn(*tensors))]
+
+    def run():
+        torch.autograd.backward(as_tuple(fn(*tensors)), cotangents)
+
+    return run
+
+
+def jax_runner(fn, arrays, backward):
+    values = [jnp.asarray(a) for a in arrays]
+    if not backward:
+        jitted = jax.jit(fn)
+        return lambda: jax.block_until_ready(jitted(*values))
+    outs = as_tuple(fn(*values))
+    cotangents = tuple(jnp.ones_like(o) for o in outs)
+    single = len(outs) == 1
+
+    @jax.jit
+    def forward_backward(*args):
+        out, pullback = jax.vjp(fn, *args)
+        return out, pullback(cotangents[0] if single else cotangents)
+
+    return lambda: jax.block_until_ready(forward_backward(*values))
+
+
+def numpy_runner(op, arrays, backward):
+    fn = getattr(xform, op)
+    if not backward:
+        return lambda: fn(*arrays)
+    cotangents = tuple(np.ones_like(r) for r in as_tuple(fn(*arrays)))
+    return lambda: (fn(*arrays), xform.vjp(op, arrays, cotangents))
+
+
+def warp_runner(op, arrays, backward):
+    """xform's own kernel launched on prebuilt Warp arrays: Warp's floor, without xform's
+    per-call work (validation, planning, wrapping)."""
+    spec = xform.OPS[op]
+    operands = _launch.prepare(spec, arrays)
+    results = [
+        wp.empty(operands.result_shape(k), dtype=wp.float32) for k in range(len(spec.results))
+    ]
+    ((grid, offsets, _, count, strides),) = _launch._launch_tiles(operands.plan)
+    kernel = _launch._overload(spec, wp.float32)
+    inputs_ = [grid, *_launch._kernel_inputs(operands, offsets, strides)]
+    outputs = [_launch.element_view(r, res.element) for r, res in zip(results, spec.results)]
+    # The element views do not own memory: the closures below hold the arrays they view.
+    owners = [operands, results]
+    if not backward:
+        return lambda: (
+            owners and wp.launch(kernel, dim=count, inputs=inputs_, outputs=outputs, device="cpu")
+        )
+    adjoints = [wp.zeros_like(a) for a in operands.arrays]
+    cotangents = [wp.ones_like(r) for r in results]
+    owners += [adjoints, cotangents]
+    adj_inputs = [_kernels.Grid()]
+    for operand, a in zip(spec.operands, adjoints):
+        adj_inputs += [_launch.element_view(a, operand.element), wp.vec4i()]
+    adj_outputs = [_launch.element_view(c, res.element) for c, res in zip(cotangents, spec.results)]
+
+    def run():
+        assert owners
+        wp.launch(kernel, dim=count, inputs=inputs_, outputs=outputs, device="cpu")
+        wp.launch(
+            kernel,
+            dim=count,
+            inputs=inputs_,
+            outputs=[None] * len(outputs),
+            adj_inputs=adj_inputs,
+            adj_outputs=adj_outputs,
+            adjoint=True,
+            device="cpu",
+        )
+
+    return run
+
+
+def copy_runner(op, arrays, backward):
+    """A copy of as many bytes as the op reads or writes, whichever is more."""
+    out_bytes = sum(r.nbytes for r in as_tuple(getattr(xform, op)(*arrays)))
+    count = max(sum(a.nbytes for a in arrays), out_bytes) // 4
+    source, target = torch.ones(count), torch.empty(count)
+    return lambda: target.copy_(source)
+
+
+def implementations(op, arrays, backward, compiled):
+    runners = {
+        "xform torch": lambda: torch_runner(getattr(xt, op), arrays, backward),
+        "xform jax.jit": lambda: jax_runner(getattr(xj, op), arrays, backward),
+        "xform numpy": lambda: numpy_runner(op, arrays, backward),
+        "torch": lambda: torch_runner(TORCH[op], arrays, backward),
+        "warp floor": lambda: warp_runner(op, arrays, backward),
+        "copy floor": lambda: copy_runner(op, arrays, backward),
+    }
+    if compiled is not None:
+        runners["torch.compile"] = lambda: torch_runner(compiled[op], arrays, backward)
+    for form, fn in JAX[op].items():
+        runners[f"jax.jit {form}"] = lambda fn=fn: jax_runner(fn, arrays, backward)
+    return runners
+
+
+TORCH_PEERS = ("torch", "torch.compile")
+JAX_PEERS = ("jax.jit matrix", "jax.jit cross", "jax.jit shepperd")
+
+
+def median_time(run, budget=0.2, min_repeats=5, max_repeats=200) -> float:
+    for _ in range(2):  # warm-up: compilation, caches
+        run()
+    times = []
+    start = time.perf_counter()
+    while len(times) < min_repeats or (
+        time.perf_counter() - start < budget and len(times) < max_repeats
+    ):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure(ops, sizes, modes, compile_peers: bool) -> list[dict]:
+    rng = np.random.default_rng(0)
+    compiled = {op: torch.compile(TORCH[op], dynamic=True) for op in ops} if compile_peers else None
+    records = []
+    for op in ops:
+        for mode in modes:
+            for size in sizes:
+                arrays = inputs(op, size, rng)
+                for name, build in implementations(op, arrays, mode != "forward", compiled).items():
+                    seconds = median_time(build())
+                    records.append(
+                        {"op": op, "mode": mode, "size": size, "impl": name, "seconds": seconds}
+                    )
+                print(f"measured {op:24s} {mode:17s} {size:>8d}", flush=True)
+    return records
+
+
+def ratio_rows(records):
+    """Per (op, mode, size): xform's time over the best peer's, per framework."""
+    table = {}
+    for r in records:
+        table.setdefault((r["op"], r["mode"], r["size"]), {})[r["impl"]] = r["seconds"]
+    rows = []
+    for (op, mode, size), times in table.items():
+        best_torch = min((times[k], k) for k in TORCH_PEERS if k in times)
+        best_jax = min((times[k], k) for k in JAX_PEERS if k in times)
+        rows.append(
+            {
+                "op": op,
+                "mode": mode,
+                "size": size,
+                "xform torch": times["xform torch"],
+                "best torch peer": best_torch[1],
+                "torch ratio": times["xform torch"] / best_torch[0],
+                "xform jax.jit": times["xform jax.jit"],
+                "best jax peer": best_jax[1],
+                "jax ratio": times["xform jax.jit"] / best_jax[0],
+                "warp floor": times["warp floor"],
+                "copy floor": times["copy floor"],
+                "torch / copy": times["xform torch"] / times["copy floor"],
+            }
+        )
+    return rows
+
+
+def format_table(rows) -> str:
+    def us(s):
+        return f"{s * 1e6:,.0f}"
+
+    lines = [
+        "| op | mode | size | xform torch µs | best torch peer | ratio | xform jax µs | best jax peer | ratio | warp floor µs | copy floor µs | torch / copy |",
+        "|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['op']} | {r['mode']} | {r['size']:,} | {us(r['xform torch'])} | {r['best torch peer']} | "
+            f"{r['torch ratio']:.2f} | {us(r['xform jax.jit'])} | {r['best jax peer']} | {r['jax ratio']:.2f} | "
+            f"{us(r['warp floor'])} | {us(r['copy floor'])} | {r['torch / copy']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(records, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ops = sorted({r["op"] for r in records}, key=OPS.index)
+    modes = [m for m in MODES if any(r["mode"] == m for r in records)]
+    fig, axes = plt.subplots(
+        len(modes), len(ops), figsize=(4 * len(ops), 3.5 * len(modes)), squeeze=False
+    )
+    for i, mode in enumerate(modes):
+        for j, op in enumerate(ops):
+            ax = axes[i][j]
+            for impl in dict.fromkeys(r["impl"] for r in records):
+                points = sorted(
+                    (r["size"], r["seconds"])
+                    for r in records
+                    if (r["op"], r["mode"], r["impl"]) == (op, mode, impl)
+                )
+                if points:
+                    style = "-o" if impl.startswith("xform") else "--" if "floor" in impl else ":"
+                    ax.plot(*zip(*points), style, label=impl, markersize=3)
+            ax.set(
+                xscale="log", yscale="log", title=f"{op}\n{mode}", xlabel="size", ylabel="seconds"
+            )
+            ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def machine() -> str:
+    return (
+        f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}, "
+        f"torch {torch.__version__}, jax {jax.__version__}, warp {wp.config.version}, float32"
+    )
+
+
+def main(argv=None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=SIZES)
+    parser.add_argument("--ops", nargs="+", default=OPS, choices=OPS)
+    parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile peer")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    records = measure(args.ops, args.sizes, args.modes, not args.no_compile)
+    rows = ratio_rows(records)
+    (args.out / "results.json").write_text(
+        json.dumps({"machine": machine(), "records": records, "ratios": rows}, indent=1)
+    )
+    plot(records, args.out / "results.png")
+    print(f"\n{machine()}\n")
+    print(format_table(rows))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
