@@ -35,15 +35,34 @@ class Grid:
 
 
 @wp.func
-def element_index(grid: Grid, launch_index: wp.int32, strides: wp.vec4i):
-    """Index of the element an operand with these strides contributes to `launch_index`."""
-    index = wp.int32(0)
-    rest = launch_index
-    for d in range(grid.ndim):
-        size = grid.shape[d]
-        index += (rest % size) * strides[d]
-        rest = rest / size
-    return index
+def unravel(grid: Grid, launch_index: wp.int32):
+    """The launch index as grid coordinates, innermost first. The outermost coordinate needs
+    no division (the index is in range), so a 1-D grid costs nothing."""
+    i0 = launch_index
+    i1 = wp.int32(0)
+    i2 = wp.int32(0)
+    i3 = wp.int32(0)
+    if grid.ndim > 1:
+        i1 = i0 / grid.shape[0]
+        i0 = i0 - i1 * grid.shape[0]
+        if grid.ndim > 2:
+            i2 = i1 / grid.shape[1]
+            i1 = i1 - i2 * grid.shape[1]
+            if grid.ndim > 3:
+                i3 = i2 / grid.shape[2]
+                i2 = i2 - i3 * grid.shape[2]
+    return wp.vec4i(i0, i1, i2, i3)
+
+
+@wp.func
+def element_index(coordinates: wp.vec4i, strides: wp.vec4i):
+    """Index of the element an operand with these strides contributes at these coordinates."""
+    return (
+        coordinates[0] * strides[0]
+        + coordinates[1] * strides[1]
+        + coordinates[2] * strides[2]
+        + coordinates[3] * strides[3]
+    )
 
 
 # --- quaternion algebra on [w, x, y, z] ------------------------------------------------
@@ -213,9 +232,10 @@ def transform_points_kernel(
     out_points: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    t = position[element_index(grid, i, position_strides)]
-    q = quaternion[element_index(grid, i, quaternion_strides)]
-    p = points[element_index(grid, i, points_strides)]
+    at = unravel(grid, i)
+    t = position[element_index(at, position_strides)]
+    q = quaternion[element_index(at, quaternion_strides)]
+    p = points[element_index(at, points_strides)]
     out_points[i] = quat_rotate(q, p) + t
 
 
@@ -231,9 +251,10 @@ def transform_points_inverse_kernel(
     out_points: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    t = position[element_index(grid, i, position_strides)]
-    q = quaternion[element_index(grid, i, quaternion_strides)]
-    p = points[element_index(grid, i, points_strides)]
+    at = unravel(grid, i)
+    t = position[element_index(at, position_strides)]
+    q = quaternion[element_index(at, quaternion_strides)]
+    p = points[element_index(at, points_strides)]
     out_points[i] = quat_rotate(quat_conjugate(q), p - t)
 
 
@@ -249,9 +270,10 @@ def transform_point_inverse_kernel(
     out_point: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    p = point[element_index(grid, i, point_strides)]
-    r = rot[element_index(grid, i, rot_strides)]
-    t = trans[element_index(grid, i, trans_strides)]
+    at = unravel(grid, i)
+    p = point[element_index(at, point_strides)]
+    r = rot[element_index(at, rot_strides)]
+    t = trans[element_index(at, trans_strides)]
     out_point[i] = wp.transpose(r) @ (p - t)
 
 
@@ -266,8 +288,9 @@ def inverse_transform_kernel(
     out_trans: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    r = rot[element_index(grid, i, rot_strides)]
-    t = trans[element_index(grid, i, trans_strides)]
+    at = unravel(grid, i)
+    r = rot[element_index(at, rot_strides)]
+    t = trans[element_index(at, trans_strides)]
     inv_rot, inv_trans = rigid_inverse(r, t)
     out_rot[i] = inv_rot
     out_trans[i] = inv_trans
@@ -281,7 +304,8 @@ def quaternion_to_matrix_kernel(
     out_matrix: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    out_matrix[i] = quat_to_matrix(quaternion[element_index(grid, i, quaternion_strides)])
+    at = unravel(grid, i)
+    out_matrix[i] = quat_to_matrix(quaternion[element_index(at, quaternion_strides)])
 
 
 @wp.kernel
@@ -292,7 +316,8 @@ def matrix_to_quaternion_kernel(
     out_quaternion: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    out_quaternion[i] = matrix_to_quat(matrix[element_index(grid, i, matrix_strides)])
+    at = unravel(grid, i)
+    out_quaternion[i] = matrix_to_quat(matrix[element_index(at, matrix_strides)])
 
 
 @wp.kernel
@@ -305,8 +330,9 @@ def pose_to_matrix_kernel(
     out_matrix: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    t = position[element_index(grid, i, position_strides)]
-    r = quat_to_matrix(quaternion[element_index(grid, i, quaternion_strides)])
+    at = unravel(grid, i)
+    t = position[element_index(at, position_strides)]
+    r = quat_to_matrix(quaternion[element_index(at, quaternion_strides)])
     zero = type(t[0])(0.0)
     one = type(t[0])(1.0)
     out_matrix[i] = wp.matrix(
@@ -333,10 +359,11 @@ def pose_multiply_kernel(
     out_quaternion: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    t1 = position[element_index(grid, i, position_strides)]
-    q1 = quaternion[element_index(grid, i, quaternion_strides)]
-    t2 = position2[element_index(grid, i, position2_strides)]
-    q2 = quaternion2[element_index(grid, i, quaternion2_strides)]
+    at = unravel(grid, i)
+    t1 = position[element_index(at, position_strides)]
+    q1 = quaternion[element_index(at, quaternion_strides)]
+    t2 = position2[element_index(at, position2_strides)]
+    q2 = quaternion2[element_index(at, quaternion2_strides)]
     out_position[i] = quat_rotate(q1, t2) + t1
     out_quaternion[i] = quat_multiply(q1, q2)
 
@@ -352,8 +379,9 @@ def pose_inverse_kernel(
     out_quaternion: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    t = position[element_index(grid, i, position_strides)]
-    q_inv = quat_conjugate(quaternion[element_index(grid, i, quaternion_strides)])
+    at = unravel(grid, i)
+    t = position[element_index(at, position_strides)]
+    q_inv = quat_conjugate(quaternion[element_index(at, quaternion_strides)])
     out_position[i] = -quat_rotate(q_inv, t)
     out_quaternion[i] = q_inv
 
@@ -377,9 +405,10 @@ def transform_points_tangent_kernel(
     out_points_dot: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    it = element_index(grid, i, position_strides)
-    iq = element_index(grid, i, quaternion_strides)
-    ip = element_index(grid, i, points_strides)
+    at = unravel(grid, i)
+    it = element_index(at, position_strides)
+    iq = element_index(at, quaternion_strides)
+    ip = element_index(at, points_strides)
     out_points_dot[i] = (
         quat_rotate_tangent(quaternion[iq], quaternion_dot[iq], points[ip], points_dot[ip])
         + position_dot[it]
@@ -401,9 +430,10 @@ def transform_points_inverse_tangent_kernel(
     out_points_dot: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    it = element_index(grid, i, position_strides)
-    iq = element_index(grid, i, quaternion_strides)
-    ip = element_index(grid, i, points_strides)
+    at = unravel(grid, i)
+    it = element_index(at, position_strides)
+    iq = element_index(at, quaternion_strides)
+    ip = element_index(at, points_strides)
     out_points_dot[i] = quat_rotate_tangent(
         quat_conjugate(quaternion[iq]),
         quat_conjugate(quaternion_dot[iq]),
@@ -427,9 +457,10 @@ def transform_point_inverse_tangent_kernel(
     out_point_dot: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    ip = element_index(grid, i, point_strides)
-    ir = element_index(grid, i, rot_strides)
-    it = element_index(grid, i, trans_strides)
+    at = unravel(grid, i)
+    ip = element_index(at, point_strides)
+    ir = element_index(at, rot_strides)
+    it = element_index(at, trans_strides)
     out_point_dot[i] = wp.transpose(rot_dot[ir]) @ (point[ip] - trans[it]) + wp.transpose(
         rot[ir]
     ) @ (point_dot[ip] - trans_dot[it])
@@ -448,8 +479,9 @@ def inverse_transform_tangent_kernel(
     out_trans_dot: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    ir = element_index(grid, i, rot_strides)
-    it = element_index(grid, i, trans_strides)
+    at = unravel(grid, i)
+    ir = element_index(at, rot_strides)
+    it = element_index(at, trans_strides)
     rot_dot_t = wp.transpose(rot_dot[ir])
     out_rot_dot[i] = rot_dot_t
     out_trans_dot[i] = -(rot_dot_t @ trans[it] + wp.transpose(rot[ir]) @ trans_dot[it])
@@ -464,7 +496,8 @@ def quaternion_to_matrix_tangent_kernel(
     out_matrix_dot: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    iq = element_index(grid, i, quaternion_strides)
+    at = unravel(grid, i)
+    iq = element_index(at, quaternion_strides)
     out_matrix_dot[i] = quat_to_matrix_tangent(quaternion[iq], quaternion_dot[iq])
 
 
@@ -477,7 +510,8 @@ def matrix_to_quaternion_tangent_kernel(
     out_quaternion_dot: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    im = element_index(grid, i, matrix_strides)
+    at = unravel(grid, i)
+    im = element_index(at, matrix_strides)
     out_quaternion_dot[i] = matrix_to_quat_tangent(matrix[im], matrix_dot[im])
 
 
@@ -493,8 +527,9 @@ def pose_to_matrix_tangent_kernel(
     out_matrix_dot: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    dt = position_dot[element_index(grid, i, position_strides)]
-    iq = element_index(grid, i, quaternion_strides)
+    at = unravel(grid, i)
+    dt = position_dot[element_index(at, position_strides)]
+    iq = element_index(at, quaternion_strides)
     dr = quat_to_matrix_tangent(quaternion[iq], quaternion_dot[iq])
     zero = type(dt[0])(0.0)
     out_matrix_dot[i] = wp.matrix(
@@ -525,10 +560,11 @@ def pose_multiply_tangent_kernel(
     out_quaternion_dot: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    i1 = element_index(grid, i, position_strides)
-    j1 = element_index(grid, i, quaternion_strides)
-    i2 = element_index(grid, i, position2_strides)
-    j2 = element_index(grid, i, quaternion2_strides)
+    at = unravel(grid, i)
+    i1 = element_index(at, position_strides)
+    j1 = element_index(at, quaternion_strides)
+    i2 = element_index(at, position2_strides)
+    j2 = element_index(at, quaternion2_strides)
     q1 = quaternion[j1]
     q2 = quaternion2[j2]
     dq1 = quaternion_dot[j1]
@@ -551,8 +587,9 @@ def pose_inverse_tangent_kernel(
     out_quaternion_dot: wp.array(dtype=Any),
 ):
     i = wp.tid()
-    it = element_index(grid, i, position_strides)
-    iq = element_index(grid, i, quaternion_strides)
+    at = unravel(grid, i)
+    it = element_index(at, position_strides)
+    iq = element_index(at, quaternion_strides)
     q_inv_dot = quat_conjugate(quaternion_dot[iq])
     out_position_dot[i] = -quat_rotate_tangent(
         quat_conjugate(quaternion[iq]), q_inv_dot, position[it], position_dot[it]
