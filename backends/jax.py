@@ -52,16 +52,16 @@ def _callback(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...]):
 
         def allocate(shape, scalar, device):
             out = next(outputs)
-            return out, out
+            return out, out.ptr
 
         def allocate_zeros(shape, scalar, device):
-            out, view = allocate(shape, scalar, device)
+            out, ptr = allocate(shape, scalar, device)
             out.zero_()
-            return out, view
+            return out, ptr
 
         def scratch_zeros(shape, scalar, device):
             array = wp.zeros(shape, dtype=scalar, device=device)
-            return array, array
+            return array, array.ptr
 
         operands = _launch.prepare(op, arrays[:n], prefix)
         if product == "forward":

@@ -52,15 +52,17 @@ __all__ = [
 # --- memory: torch tensors as the core's buffers ------------------------------------------
 
 
+TORCH_DTYPES = {wp.float32: torch.float32, wp.float64: torch.float64}
+
+
 def _empty(shape, scalar, device):
-    tensor = torch.empty(shape, dtype=wp.dtype_to_torch(scalar), device=wp.device_to_torch(device))
-    return tensor, wp.from_torch(tensor, dtype=scalar)
+    tensor = torch.empty(shape, dtype=TORCH_DTYPES[scalar], device=device)
+    return tensor, tensor.data_ptr()
 
 
 def _zeros(shape, scalar, device):
-    tensor, view = _empty(shape, scalar, device)
-    tensor.zero_()
-    return tensor, view
+    tensor = torch.zeros(shape, dtype=TORCH_DTYPES[scalar], device=device)
+    return tensor, tensor.data_ptr()
 
 
 def _into(buffers: Sequence[torch.Tensor | None], fallback):
@@ -69,11 +71,26 @@ def _into(buffers: Sequence[torch.Tensor | None], fallback):
 
     def allocate(shape, scalar, device):
         buffer = next(queue, None)
-        return (
-            fallback(shape, scalar, device) if buffer is None else (buffer, wp.from_torch(buffer))
-        )
+        return fallback(shape, scalar, device) if buffer is None else (buffer, buffer.data_ptr())
 
     return allocate
+
+
+def _buffer(x):
+    """The core's view of a tensor: its memory read in place (copied once by PyTorch, after
+    the core's checks, if not contiguous). Anything else goes to the core's own checks."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    x = x.detach()
+    dtype, device = str(x.dtype).removeprefix("torch."), str(x.device)
+    if x.is_contiguous():
+        return _launch.Buffer(x.data_ptr(), tuple(x.shape), dtype, device, x)
+
+    def copy():
+        c = x.contiguous()
+        return c.data_ptr(), c
+
+    return _launch.Buffer(0, tuple(x.shape), dtype, device, x, copy)
 
 
 def _check_buffer(op: OpSpec, name: str, buffer, shape, like: torch.Tensor) -> None:
@@ -117,34 +134,31 @@ def _device_of(tensors) -> torch.device:
 
 
 def _forward(op: OpSpec, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor]:
-    operands = _detached(operands)
     if operands[0].device.type == "meta":  # shapes only: shape inference, tracing
-        return _fake_results(op, operands, prefix)
+        return _fake_results(op, _detached(operands), prefix)
     with _on_current_stream(_device_of(operands)):
-        prepared = _launch.prepare(op, operands, prefix)
+        prepared = _launch.prepare(op, [_buffer(x) for x in operands], prefix)
         for k, buffer in enumerate(buffers):
             _check_buffer(op, op.results[k].name, buffer, prepared.result_shape(k), operands[0])
         return _launch.forward(prepared, _into(buffers, _empty))
 
 
 def _vjp(op: OpSpec, operands, cotangents, needed, prefix: int = 0, buffers=()):
-    operands = _detached(operands)
     with _on_current_stream(_device_of(operands)):
-        prepared = _launch.prepare(op, operands, prefix)
+        prepared = _launch.prepare(op, [_buffer(x) for x in operands], prefix)
         for buffer in buffers:
             if buffer is not None:
                 buffer.zero_()
         allocate = _into(
             [b for b, need in zip(buffers or [None] * len(needed), needed) if need], _zeros
         )
-        return _launch.vjp(prepared, _detached(cotangents), allocate, needed)
+        return _launch.vjp(prepared, [_buffer(g) for g in cotangents], allocate, needed)
 
 
 def _jvp(op: OpSpec, operands, tangents, prefix: int = 0):
-    operands = _detached(operands)
     with _on_current_stream(_device_of(operands)):
-        prepared = _launch.prepare(op, operands, prefix)
-        return _launch.jvp(prepared, _detached(tangents), _empty, _zeros)
+        prepared = _launch.prepare(op, [_buffer(x) for x in operands], prefix)
+        return _launch.jvp(prepared, [_buffer(t) for t in tangents], _empty, _zeros)
 
 
 def _unpack(results):

@@ -93,11 +93,11 @@ def test_contiguous_inputs_are_read_in_place(rng):
     op = xform.OPS["batch_transform_points"]
     args = random_args("batch_transform_points", [(2,), (2,), (2, 5)], rng)
     operands = _launch.prepare(op, args)
-    for a, w in zip(args, operands.arrays):
+    for a, w in zip(args, operands.buffers):
         assert w.ptr == a.ctypes.data
     strided = non_contiguous(args[2], rng)
     copied = _launch.prepare(op, [args[0], args[1], strided])
-    assert copied.arrays[2].ptr != strided.ctypes.data
+    assert copied.buffers[2].ptr != strided.ctypes.data
 
 
 @pytest.mark.parametrize("name", DIFFERENTIABLE)
@@ -161,13 +161,29 @@ def test_launch_layer_reads_any_dlpack_buffer_in_place(rng):
     t = torch.from_numpy(rng.normal(size=(4, 3)))
     q = torch.from_numpy(rng.normal(size=(4, 4)))
     operands = _launch.prepare(op, [t, q])
-    assert [a.ptr for a in operands.arrays] == [t.data_ptr(), q.data_ptr()]
+    assert [a.ptr for a in operands.buffers] == [t.data_ptr(), q.data_ptr()]
 
     def allocate(shape, scalar, device):
         out = torch.empty(shape, dtype=torch.float64)
-        return out, wp.from_torch(out)
+        return out, out.data_ptr()
 
     t_inv, q_inv = _launch.forward(operands, allocate)
     expected = xform.pose_inverse(t.numpy(), q.numpy())
     np.testing.assert_array_equal(t_inv.numpy(), expected[0])
     np.testing.assert_array_equal(q_inv.numpy(), expected[1])
+
+
+def test_gradients_not_needed_are_not_written_anywhere(rng):
+    """Recorded launches keep their parameters between calls: a gradient not needed now
+    must not be written through the pointer of an earlier call's gradient."""
+    args = random_args("transform_points", [(1,), (1,), (64,)], rng)
+    cotangent = rng.normal(size=(64, 3))
+    first = xform.vjp("transform_points", args, cotangent)
+    kept = [g.copy() for g in first]
+    op = xform.OPS["transform_points"]
+    operands = _launch.prepare(op, args)
+    zeros = xform._api.ALLOCATORS["numpy"][1]
+    later = _launch.vjp(operands, [cotangent], zeros, needed=[False, False, True])
+    assert later[0] is None and later[1] is None
+    for before, after in zip(kept, first):
+        np.testing.assert_array_equal(before, after)

@@ -307,7 +307,7 @@ def test_inputs_are_read_in_place(rng, monkeypatch):
     monkeypatch.setattr(
         _launch,
         "forward",
-        lambda ops, alloc: pointers.extend(a.ptr for a in ops.arrays) or real(ops, alloc),
+        lambda ops, alloc: pointers.extend(a.ptr for a in ops.buffers) or real(ops, alloc),
     )
     args = tensors(random_args("pose_multiply", [(3,), (3,), (3,), (3,)], rng), requires_grad=True)
     xt.pose_multiply(*args)

@@ -23,7 +23,7 @@ from ._optable import OPS, OpSpec
 def _numpy_allocator(fill):
     def allocate(shape, scalar, device):
         array = fill(shape, dtype=wp.dtype_to_numpy(scalar))
-        return array, wp.array(array, dtype=scalar, copy=False, device="cpu")
+        return array, array.ctypes.data
 
     return allocate
 
@@ -31,7 +31,7 @@ def _numpy_allocator(fill):
 def _warp_allocator(fill):
     def allocate(shape, scalar, device):
         array = fill(shape, dtype=scalar, device=device)
-        return array, array
+        return array, array.ptr or 0
 
     return allocate
 

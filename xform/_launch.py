@@ -1,18 +1,27 @@
-"""The launch layer: validate operands, then run an op's kernel (or its adjoint).
+"""The launch layer: validate operands, then run an op's kernel, its adjoint or its tangent.
 
-It takes any buffer that Warp can view without copying: NumPy arrays, Warp arrays,
-and any DLPack-capable array (PyTorch, JAX, CuPy, ...). Everything is checked before
-any kernel runs. Contiguous operands are read where they lie; non-contiguous ones are
-copied once, on their own device. Results are written into buffers that the caller's
-`allocate` provides, so each framework gets its own array type back.
+Operands arrive as `Buffer`s: a pointer to contiguous memory with its shape, dtype and
+device, and the object that owns the memory. `as_buffer` makes one from a NumPy array, a
+Warp array or any DLPack-capable array (non-contiguous ones are copied once, on their
+own device); the adapters make them straight from their tensors, which is cheaper.
+Everything is checked before any kernel runs.
+
+The hot path is short: the launch plan is cached per (op, shapes), and each kernel is
+launched through a recorded Warp `Launch` (one per thread and launch shape) whose array
+parameters are set from raw pointers. Large forward and tangent launches on the CPU are
+split over a thread pool (Warp's CPU launches are serial but release the GIL); adjoint
+launches stay on one thread, because Warp's CPU atomics are plain adds.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
-import itertools
 import math
+import os
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,73 +32,111 @@ from . import _kernels
 from ._layout import LaunchPlan, plan_launch
 from ._optable import OPS, OpSpec
 
-FLOAT_TYPES = (wp.float32, wp.float64)
+FLOAT_TYPES = {"float32": wp.float32, "float64": wp.float64}
 
-# allocate(shape, scalar_type, device) -> (the caller's array, a Warp view of it)
-Allocator = Callable[[tuple[int, ...], type, wp.Device], tuple[Any, wp.array]]
+# allocate(shape, scalar_type, device) -> (the caller's array, pointer to its memory)
+Allocator = Callable[[tuple[int, ...], type, str], tuple[Any, int]]
+
+# CPU launches of at least this many elements are split over the thread pool.
+PARALLEL_MIN_ELEMENTS = 1 << 15
+THREADS = max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """An operand's memory: `ptr` to contiguous elements, kept alive by `owner`. A
+    non-contiguous operand comes with `contiguous`, which makes the copy; it is called
+    only once the operand has passed every check (a huge broadcast view is refused before
+    anything is copied)."""
+
+    ptr: int
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+    owner: Any
+    contiguous: Callable[[], tuple[int, Any]] | None = None
+
+    def materialised(self) -> Buffer:
+        if self.contiguous is None:
+            return self
+        ptr, owner = self.contiguous()
+        return Buffer(ptr, self.shape, self.dtype, self.device, owner)
 
 
 @dataclass(frozen=True)
 class Operands:
-    """An op's operands, validated: Warp arrays (contiguous, one device, one float type)
-    and the launch plan for their shapes."""
+    """An op's operands, validated: contiguous buffers on one device with one float
+    dtype, and the launch plan for their shapes."""
 
     op: OpSpec
-    arrays: tuple[wp.array, ...]
-    shapes: tuple[tuple[int, ...], ...]
+    buffers: tuple[Buffer, ...]
     scalar: type
-    device: wp.Device
+    device: str
     plan: LaunchPlan
+
+    @property
+    def shapes(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(b.shape for b in self.buffers)
 
     def result_shape(self, index: int) -> tuple[int, ...]:
         return self.plan.batch_shape + self.op.results[index].element
 
 
-def _scalar_name(scalar) -> str:
-    return getattr(scalar, "__name__", str(scalar))
+# --- buffers ---------------------------------------------------------------------------
 
 
-def as_warp_array(op: OpSpec, name: str, x: Any) -> wp.array:
-    """A Warp array sharing `x`'s memory (NumPy, Warp or any DLPack-capable array)."""
-    if isinstance(x, wp.array):
+def _warp_buffer(a: wp.array, shape: tuple[int, ...] | None = None) -> Buffer:
+    """A Buffer of a Warp array (copied once, later, if not contiguous). A Warp array of
+    vec3 with shape (N,) has shape (N, 3)."""
+    dtype = getattr(a.dtype, "_wp_scalar_type_", a.dtype)
+    if shape is None:
+        shape = tuple(a.shape) + tuple(getattr(a.dtype, "_shape_", ()))
+    if a.is_contiguous:
+        return Buffer(a.ptr or 0, shape, dtype.__name__, str(a.device), a)
+
+    def copy():
+        c = a.contiguous()
+        return c.ptr or 0, c
+
+    return Buffer(0, shape, dtype.__name__, str(a.device), a, copy)
+
+
+def as_buffer(op: OpSpec, name: str, x: Any) -> Buffer:
+    """A Buffer of a NumPy, Warp or DLPack-capable array, read in place if contiguous."""
+    if isinstance(x, Buffer):
         return x
     if isinstance(x, np.ndarray):
-        if x.dtype not in (np.float32, np.float64):
-            raise TypeError(
-                f"{op.name}: argument '{name}' has dtype {x.dtype}; expected float32 or float64"
-            )
-        return wp.array(x, dtype=wp.dtype_from_numpy(x.dtype), copy=False, device="cpu")
+        if x.flags.c_contiguous:
+            return Buffer(x.ctypes.data, x.shape, x.dtype.name, "cpu", x)
+
+        def copy():
+            c = np.ascontiguousarray(x)
+            return c.ctypes.data, c
+
+        return Buffer(0, x.shape, x.dtype.name, "cpu", x, copy)
+    if isinstance(x, wp.array):
+        return _warp_buffer(x)
     if hasattr(x, "__dlpack__"):
         try:
-            return wp.from_dlpack(x)
+            view = wp.from_dlpack(x)
         except Exception as exc:  # an unsupported dtype is the usual cause
             raise TypeError(
                 f"{op.name}: argument '{name}' ({type(x).__name__}) could not be viewed "
                 f"through DLPack: {exc}"
             ) from exc
+        # Keep the caller's shape: a 0-d array stays 0-d, which Warp cannot express.
+        return _warp_buffer(view, tuple(x.shape) if hasattr(x, "shape") else None)
     raise TypeError(
         f"{op.name}: argument '{name}' must be an array (NumPy, Warp, or DLPack-capable), "
         f"got {type(x).__name__}"
     )
 
 
-def _logical_shape(x: Any, a: wp.array) -> tuple[int, ...]:
-    """The shape xform sees: the caller's own (a 0-d array stays 0-d, which Warp cannot
-    express), and for a Warp array of vec3 with shape (N,), (N, 3)."""
-    if not isinstance(x, wp.array) and hasattr(x, "shape"):
-        return tuple(x.shape)
-    return tuple(a.shape) + tuple(getattr(a.dtype, "_shape_", ()))
-
-
-def _scalar_type(a: wp.array):
-    return getattr(a.dtype, "_wp_scalar_type_", a.dtype)
-
-
 def check_dtypes(op: OpSpec, dtypes: Sequence[str]) -> str:
     """The one float dtype ("float32" or "float64") of all operands, given their names;
     TypeError naming the first operand that breaks the rule."""
     for operand, dtype in zip(op.operands, dtypes):
-        if dtype not in ("float32", "float64"):
+        if dtype not in FLOAT_TYPES:
             raise TypeError(
                 f"{op.name}: argument '{operand.name}' has dtype {dtype}; "
                 "expected float32 or float64"
@@ -102,29 +149,31 @@ def check_dtypes(op: OpSpec, dtypes: Sequence[str]) -> str:
     return dtypes[0]
 
 
+@functools.lru_cache(maxsize=1024)
+def _cached_plan(op: OpSpec, shapes: tuple[tuple[int, ...], ...], prefix: int) -> LaunchPlan:
+    return plan_launch(op, list(shapes), prefix)
+
+
 def prepare(op: OpSpec, args: Sequence[Any], prefix: int = 0) -> Operands:
     """Validate `args` against `op` (dtype, shape, device) and make them contiguous.
     `prefix` leading dimensions of every argument come from a vectorising transform."""
     if len(args) != len(op.operands):
         raise TypeError(f"{op.name}: takes {len(op.operands)} arrays, got {len(args)}")
-    arrays = [as_warp_array(op, o.name, x) for o, x in zip(op.operands, args)]
-    first = op.operands[0].name
-    scalar = _scalar_type(arrays[0])
-    device = arrays[0].device
-    check_dtypes(op, [_scalar_name(_scalar_type(a)) for a in arrays])
-    shapes = tuple(_logical_shape(x, a) for x, a in zip(args, arrays))
-    plan = plan_launch(op, list(shapes), prefix)
-    for operand, a in zip(op.operands, arrays):
-        if a.device != device:
+    buffers = tuple(as_buffer(op, o.name, x) for o, x in zip(op.operands, args))
+    dtype = check_dtypes(op, [b.dtype for b in buffers])
+    plan = _cached_plan(op, tuple(b.shape for b in buffers), prefix)
+    device = buffers[0].device
+    for operand, b in zip(op.operands, buffers):
+        if b.device != device:
             raise ValueError(
-                f"{op.name}: argument '{operand.name}' is on {a.device} but '{first}' is on "
-                f"{device}; all arguments must be on one device"
+                f"{op.name}: argument '{operand.name}' is on {b.device} but "
+                f"'{op.operands[0].name}' is on {device}; all arguments must be on one device"
             )
-    arrays = [a if a.is_contiguous else a.contiguous() for a in arrays]
-    return Operands(op, tuple(arrays), shapes, scalar, device, plan)
+    buffers = tuple(b.materialised() for b in buffers)
+    return Operands(op, buffers, FLOAT_TYPES[dtype], device, plan)
 
 
-# --- Warp views and kernel overloads ----------------------------------------------------
+# --- kernel overloads --------------------------------------------------------------------
 
 
 @functools.cache
@@ -159,50 +208,207 @@ wp.init()
 # Registering every overload up front fixes the kernel module's contents, so Warp compiles
 # it once (and caches it) instead of recompiling each time a new op/dtype pair appears.
 for _op in OPS.values():
-    for _scalar in FLOAT_TYPES:
+    for _scalar in FLOAT_TYPES.values():
         _overload(_op, _scalar)
         if _op.tangent_kernel is not None:
             _overload(_op, _scalar, tangent=True)
 
 
-def element_view(a: wp.array, element: tuple[int, ...], offset: int = 0) -> wp.array:
-    """A 1-D view of a contiguous array as elements (vec3, quaternion as vec4, mat33...),
-    starting `offset` elements in."""
-    dtype = element_type(element, _scalar_type(a))
-    count = a.size // math.prod(element) - offset
-    return wp.array(
-        ptr=a.ptr + offset * wp.types.type_size_in_bytes(dtype),
-        dtype=dtype,
-        shape=(count,),
-        device=a.device,
-        copy=False,
+# --- tiles: what one launch covers ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One launch: its grid (innermost first), per-operand strides, the element offset of
+    each operand and of the results, and its size."""
+
+    grid: tuple[int, ...]
+    strides: tuple[tuple[int, ...], ...]
+    offsets: tuple[int, ...]
+    result_offset: int
+    count: int
+
+
+@functools.lru_cache(maxsize=1024)
+def _tiles(plan: LaunchPlan, parts: int) -> tuple[Tile, ...]:
+    """Launches covering `plan.grid`. Grids deeper than MAX_GRID_DIMS (rare interleaved
+    broadcasts) loop over their outer dimensions; `parts` > 1 also splits the outermost
+    launched dimension into that many ranges, for the thread pool."""
+    depth = _kernels.MAX_GRID_DIMS
+    outer_ndim = max(0, len(plan.grid) - depth)
+    inner = list(plan.grid[outer_ndim:])
+    tiles = []
+    for flat, index in enumerate(np.ndindex(*plan.grid[:outer_ndim])):
+        base = [sum(i * s for i, s in zip(index, strides)) for strides in plan.strides]
+        inner_count = math.prod(inner)
+        splits = np.linspace(0, inner[0], min(parts, inner[0]) + 1).astype(int) if inner else [0, 1]
+        for start, stop in zip(splits[:-1], splits[1:]):
+            grid = [stop - start, *inner[1:]] if inner else []
+            count = math.prod(grid)
+            lead_step = count // max(1, stop - start)
+            tiles.append(
+                Tile(
+                    tuple(reversed(grid)),
+                    tuple(tuple(reversed(s[outer_ndim:])) for s in plan.strides),
+                    tuple(
+                        b + start * (s[outer_ndim] if inner else 0)
+                        for b, s in zip(base, plan.strides)
+                    ),
+                    flat * inner_count + start * lead_step,
+                    count,
+                )
+            )
+    return tuple(tiles)
+
+
+def _parts(operands: Operands) -> int:
+    if operands.device == "cpu" and operands.plan.size >= PARALLEL_MIN_ELEMENTS:
+        return THREADS
+    return 1
+
+
+# --- recorded launches, fed raw pointers --------------------------------------------------
+
+_local = threading.local()
+_pool: ThreadPoolExecutor | None = None
+
+
+def _thread_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="xform")
+    return _pool
+
+
+def _vec4(values, fill: int) -> wp.vec4i:
+    return wp.vec4i(*(list(values) + [fill] * (_kernels.MAX_GRID_DIMS - len(values))))
+
+
+def _recorded(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launch:
+    """A recorded launch of `op`'s kernel for one tile, with its grid and strides set;
+    one per thread, as the caller sets its array parameters."""
+    cache = getattr(_local, "launches", None)
+    if cache is None:
+        cache = _local.launches = collections.OrderedDict()
+    key = (op.name, kind, scalar, device, tile.grid, tile.strides, tile.count)
+    launch = cache.get(key)
+    if launch is not None:
+        cache.move_to_end(key)
+        return launch
+    grid = _kernels.Grid()
+    grid.ndim = len(tile.grid)
+    grid.shape = _vec4(tile.grid, 1)
+    inputs: list[Any] = [grid]
+    for strides in tile.strides:
+        inputs += [None, _vec4(strides, 0)]
+    if kind == "tangent":
+        inputs += [None] * len(op.operands)
+    adjoint = kind == "adjoint"
+    launch = wp.launch(
+        _overload(op, scalar, tangent=kind == "tangent"),
+        dim=tile.count,
+        inputs=inputs,
+        outputs=[None] * len(op.results),
+        adj_inputs=[_kernels.Grid()] + [None, wp.vec4i()] * len(op.operands) if adjoint else [],
+        adj_outputs=[None] * len(op.results) if adjoint else [],
+        adjoint=adjoint,
+        device=device,
+        record_cmd=True,
+    )
+    cache[key] = launch
+    if len(cache) > 256:
+        cache.popitem(last=False)
+    return launch
+
+
+# The ctypes struct a Warp kernel takes for an array, read off a public object.
+ARRAY_T = type(wp.zeros(1, dtype=wp.float32, device="cpu").__ctype__())
+
+
+@functools.cache
+def _element_bytes(element: tuple[int, ...], scalar: type) -> int:
+    return wp.types.type_size_in_bytes(element_type(element, scalar))
+
+
+def _array_param(ptr: int, element, scalar: type, offset: int, total: int):
+    """A 1-D Warp array of elements starting `offset` elements into the memory at `ptr`."""
+    if not ptr:
+        return ARRAY_T()
+    size = _element_bytes(element, scalar)
+    return ARRAY_T(
+        data=ptr + offset * size, grad=0, ndim=1, shape=(total - offset,), strides=(size,)
     )
 
 
-def _launch_tiles(plan: LaunchPlan):
-    """Launches covering `plan.grid`: (Grid, per-operand element offset, result offset,
-    launch size, per-operand vec4i strides). Grids deeper than MAX_GRID_DIMS (rare
-    interleaved broadcasts) loop over their outer dimensions on the host."""
-    depth = _kernels.MAX_GRID_DIMS
-    inner, outer = plan.grid[-depth:], plan.grid[: max(0, len(plan.grid) - depth)]
-    grid = _kernels.Grid()
-    grid.ndim = len(inner)
-    grid.shape = wp.vec4i(*(list(reversed(inner)) + [1] * (depth - len(inner))))
-    inner_strides = [
-        wp.vec4i(*(list(reversed(s[len(outer) :])) + [0] * (depth - len(inner))))
-        for s in plan.strides
+def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> None:
+    """Launch `kind` ("forward", "tangent" or "adjoint") over every tile. `arrays` lists
+    (parameter index, pointer, element shape, adjoint half?, element count) for every
+    array parameter; operands' pointers move with the tile's offsets, results' with its
+    result offset."""
+    op = operands.op
+    stream = None if operands.device == "cpu" else wp.get_stream(operands.device)
+
+    def launch_tile(tile: Tile):
+        launch = _recorded(op, kind, operands.scalar, operands.device, tile)
+        for index, ptr, element, adjoint, total in arrays:
+            operand = _operand_of(op, kind, index)
+            offset = tile.offsets[operand] if operand is not None else tile.result_offset
+            launch.set_param_at_index_from_ctype(
+                index, _array_param(ptr, element, operands.scalar, offset, total), adjoint=adjoint
+            )
+        launch.launch(stream)
+
+    tiles = _tiles(operands.plan, parts)
+    if len(tiles) > 1 and parts > 1:
+        list(_thread_pool().map(launch_tile, tiles))
+    else:
+        for tile in tiles:
+            launch_tile(tile)
+
+
+@functools.cache
+def _operand_index_map(op: OpSpec, kind: str) -> dict[int, int | None]:
+    """Kernel parameter index -> the operand whose offsets it follows (None: results)."""
+    n = len(op.operands)
+    mapping: dict[int, int | None] = {1 + 2 * k: k for k in range(n)}
+    if kind == "tangent":
+        mapping.update({1 + 2 * n + k: k for k in range(n)})
+        first_result = 1 + 3 * n
+    else:
+        first_result = 1 + 2 * n
+    mapping.update({first_result + k: None for k in range(len(op.results))})
+    return mapping
+
+
+def _operand_of(op: OpSpec, kind: str, index: int) -> int | None:
+    return _operand_index_map(op, kind)[index]
+
+
+def _elements(shape: tuple[int, ...], element: tuple[int, ...]) -> int:
+    return math.prod(shape[: len(shape) - len(element)])
+
+
+def _operand_params(operands: Operands, first: int = 1, step: int = 2, buffers=None, adjoint=False):
+    """Array parameters for one Buffer per operand. None sets the parameter to a null
+    array, explicitly: a recorded launch keeps its parameters from the last call."""
+    buffers = operands.buffers if buffers is None else buffers
+    return [
+        (first + step * k, 0, o.element, adjoint, 0)
+        if b is None
+        else (first + step * k, b.ptr, o.element, adjoint, _elements(b.shape, o.element))
+        for k, (o, b) in enumerate(zip(operands.op.operands, buffers))
     ]
-    count = math.prod(inner)
-    for flat, index in enumerate(itertools.product(*map(range, outer))):
-        offsets = [sum(i * s for i, s in zip(index, strides)) for strides in plan.strides]
-        yield grid, offsets, flat * count, count, inner_strides
 
 
-def _kernel_inputs(operands: Operands, offsets, strides) -> list:
-    inputs = []
-    for operand, a, offset, s in zip(operands.op.operands, operands.arrays, offsets, strides):
-        inputs += [element_view(a, operand.element, offset), s]
-    return inputs
+def _result_params(operands: Operands, first: int, pointers, adjoint=False):
+    total = math.prod(operands.plan.batch_shape)
+    return [
+        (first + k, ptr, r.element, adjoint, total)
+        for k, (r, ptr) in enumerate(zip(operands.op.results, pointers))
+    ]
+
+
+# --- the three products -------------------------------------------------------------------
 
 
 def forward(operands: Operands, allocate: Allocator) -> list[Any]:
@@ -212,21 +418,10 @@ def forward(operands: Operands, allocate: Allocator) -> list[Any]:
         allocate(operands.result_shape(k), operands.scalar, operands.device)
         for k in range(len(op.results))
     ]
-    if operands.plan.size == 0:
-        return [native for native, _ in results]
-    kernel = _overload(op, operands.scalar)
-    for grid, offsets, result_offset, count, strides in _launch_tiles(operands.plan):
-        outputs = [
-            element_view(view, r.element, result_offset)
-            for r, (_, view) in zip(op.results, results)
-        ]
-        wp.launch(
-            kernel,
-            dim=count,
-            inputs=[grid, *_kernel_inputs(operands, offsets, strides)],
-            outputs=outputs,
-            device=operands.device,
-        )
+    if operands.plan.size:
+        params = _operand_params(operands)
+        params += _result_params(operands, 1 + 2 * len(op.operands), [p for _, p in results])
+        _run(operands, "forward", params, _parts(operands))
     return [native for native, _ in results]
 
 
@@ -247,34 +442,26 @@ def vjp(
         raise TypeError(f"{op.name} is not differentiable")
     if needed is None:
         needed = [o.differentiable for o in op.operands]
-    needed = [n and o.differentiable for n, o in zip(needed, op.operands)]
+    needed = [bool(n) and o.differentiable for n, o in zip(needed, op.operands)]
     grads = [
         allocate_zeros(shape, operands.scalar, operands.device) if need else None
         for need, shape in zip(needed, operands.shapes)
     ]
-    adjoint_results = [_cotangent(operands, k, g, allocate_zeros) for k, g in enumerate(cotangents)]
+    cotangent_buffers = [
+        _cotangent(operands, k, g, allocate_zeros) for k, g in enumerate(cotangents)
+    ]
     if operands.plan.size and any(needed):
-        kernel = _overload(op, operands.scalar)
-        for grid, offsets, result_offset, count, strides in _launch_tiles(operands.plan):
-            adj_inputs = [_kernels.Grid()]
-            for operand, grad, offset in zip(op.operands, grads, offsets):
-                adj_inputs += [
-                    None if grad is None else element_view(grad[1], operand.element, offset),
-                    wp.vec4i(),
-                ]
-            wp.launch(
-                kernel,
-                dim=count,
-                inputs=[grid, *_kernel_inputs(operands, offsets, strides)],
-                outputs=[None] * len(op.results),
-                adj_inputs=adj_inputs,
-                adj_outputs=[
-                    element_view(g, r.element, result_offset)
-                    for r, g in zip(op.results, adjoint_results)
-                ],
-                adjoint=True,
-                device=operands.device,
-            )
+        n = len(op.operands)
+        grad_buffers = [
+            None if g is None else Buffer(g[1], shape, "", operands.device, g[0])
+            for g, shape in zip(grads, operands.shapes)
+        ]
+        params = _operand_params(operands)
+        params += _operand_params(operands, buffers=grad_buffers, adjoint=True)
+        params += _result_params(
+            operands, 1 + 2 * n, [c.ptr for c in cotangent_buffers], adjoint=True
+        )
+        _run(operands, "adjoint", params)
     return [None if grad is None else grad[0] for grad in grads]
 
 
@@ -289,63 +476,49 @@ def jvp(
     op = operands.op
     if not op.differentiable or op.tangent_kernel is None:
         raise TypeError(f"{op.name} is not differentiable")
-    tangents = [_tangent(operands, k, t, allocate_zeros) for k, t in enumerate(tangents)]
+    n = len(op.operands)
+    tangent_buffers = [_tangent(operands, k, t, allocate_zeros) for k, t in enumerate(tangents)]
     results = [
         allocate(operands.result_shape(k), operands.scalar, operands.device)
         for k in range(len(op.results))
     ]
     if operands.plan.size:
-        kernel = _overload(op, operands.scalar, tangent=True)
-        for grid, offsets, result_offset, count, strides in _launch_tiles(operands.plan):
-            wp.launch(
-                kernel,
-                dim=count,
-                inputs=[
-                    grid,
-                    *_kernel_inputs(operands, offsets, strides),
-                    *[
-                        element_view(t, o.element, offset)
-                        for o, t, offset in zip(op.operands, tangents, offsets)
-                    ],
-                ],
-                outputs=[
-                    element_view(view, r.element, result_offset)
-                    for r, (_, view) in zip(op.results, results)
-                ],
-                device=operands.device,
-            )
+        params = _operand_params(operands)
+        params += _operand_params(operands, 1 + 2 * n, 1, tangent_buffers)
+        params += _result_params(operands, 1 + 3 * n, [p for _, p in results])
+        _run(operands, "tangent", params, _parts(operands))
     return [native for native, _ in results]
 
 
-def _tangent(operands: Operands, index: int, t: Any | None, allocate_zeros: Allocator):
+def _tangent(operands: Operands, index: int, t: Any | None, allocate_zeros: Allocator) -> Buffer:
     operand = operands.op.operands[index]
     return _checked_like(
         operands, f"tangent of '{operand.name}'", t, operands.shapes[index], allocate_zeros
     )
 
 
-def _cotangent(operands: Operands, index: int, g: Any | None, allocate_zeros: Allocator):
-    """One result's cotangent as a contiguous Warp array, checked against the result."""
+def _cotangent(operands: Operands, index: int, g: Any | None, allocate_zeros: Allocator) -> Buffer:
+    """One result's cotangent as a contiguous buffer, checked against the result."""
     result = operands.op.results[index]
     return _checked_like(
         operands, f"cotangent of '{result.name}'", g, operands.result_shape(index), allocate_zeros
     )
 
 
-def _checked_like(operands: Operands, what: str, x: Any | None, expected, allocate_zeros):
-    """`x` as a contiguous Warp array of the operands' dtype and device and of shape
+def _checked_like(operands: Operands, what: str, x: Any | None, expected, allocate_zeros) -> Buffer:
+    """`x` as a contiguous buffer of the operands' dtype and device and of shape
     `expected` (zeros when `x` is None)."""
     op = operands.op
     if x is None:
-        return allocate_zeros(expected, operands.scalar, operands.device)[1]
-    a = as_warp_array(op, what, x)
-    if _scalar_type(a) is not operands.scalar:
+        native, ptr = allocate_zeros(expected, operands.scalar, operands.device)
+        return Buffer(ptr, tuple(expected), operands.scalar.__name__, operands.device, native)
+    b = as_buffer(op, what, x)
+    if b.dtype != operands.scalar.__name__:
         raise TypeError(
-            f"{op.name}: {what} has dtype {_scalar_name(_scalar_type(a))}; "
-            f"expected {_scalar_name(operands.scalar)}"
+            f"{op.name}: {what} has dtype {b.dtype}; expected {operands.scalar.__name__}"
         )
-    if _logical_shape(x, a) != expected:
-        raise ValueError(f"{op.name}: {what} has shape {_logical_shape(x, a)}; expected {expected}")
-    if a.device != operands.device:
-        raise ValueError(f"{op.name}: {what} is on {a.device}; expected {operands.device}")
-    return a if a.is_contiguous else a.contiguous()
+    if b.shape != tuple(expected):
+        raise ValueError(f"{op.name}: {what} has shape {b.shape}; expected {tuple(expected)}")
+    if b.device != operands.device:
+        raise ValueError(f"{op.name}: {what} is on {b.device}; expected {operands.device}")
+    return b.materialised()
