@@ -325,8 +325,9 @@ def _make_function(op: OpSpec):
                 f"xform.backends.jax.{op.name}: buffer(s) {', '.join(given)} given, but JAX "
                 "arrays are immutable: results are always new arrays"
             )
-        bound = signature.bind(*args, **kwargs)
-        operands = [_as_array(op, o.name, bound.arguments[o.name]) for o in op.operands]
+        if kwargs or len(args) != n:  # the common positional call skips binding
+            args = [signature.bind(*args, **kwargs).arguments[o.name] for o in op.operands]
+        operands = [_as_array(op, o.name, x) for o, x in zip(op.operands, args)]
         if not op.differentiable:
             operands = [jax.lax.stop_gradient(x) for x in operands]
         results = forward.bind(*operands, prefix=0)

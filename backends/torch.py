@@ -406,11 +406,14 @@ def _make_functional(op: OpSpec):
     function_class = op_function(op)
     custom = CUSTOM_OPS[op.name]
 
+    n_buffers = len(result_names) + len(grad_names)
+
     def functional(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        values = list(bound.arguments.values())
-        operands, buffers = values[:n], values[n:]
+        if kwargs or len(args) != n:  # the common positional call skips binding
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            args = tuple(bound.arguments.values())
+        operands, buffers = args[:n], args[n:] or (None,) * n_buffers
         _check_operand_types(op, operands)
         if torch.compiler.is_compiling():
             return _compiled_call(custom, operands, buffers[: len(result_names)])

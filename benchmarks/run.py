@@ -37,7 +37,7 @@ import xform.backends.torch as xt
 
 import xform
 from benchmarks.peers import JAX, TORCH
-from xform import _kernels, _launch
+from xform import _launch
 
 OPS = [
     "transform_points",
@@ -126,44 +126,38 @@ def numpy_runner(op, arrays, backward):
 
 
 def warp_runner(op, arrays, backward):
-    """xform's own kernel launched on prebuilt Warp arrays: Warp's floor, without xform's
-    per-call work (validation, planning, wrapping)."""
+    """xform's own kernel as one recorded Warp launch on fixed buffers, replayed: Warp's
+    floor, without xform's per-call work (checks, planning, allocation, threads)."""
     spec = xform.OPS[op]
     operands = _launch.prepare(spec, arrays)
-    results = [
-        wp.empty(operands.result_shape(k), dtype=wp.float32) for k in range(len(spec.results))
-    ]
-    ((grid, offsets, _, count, strides),) = _launch._launch_tiles(operands.plan)
-    kernel = _launch._overload(spec, wp.float32)
-    inputs_ = [grid, *_launch._kernel_inputs(operands, offsets, strides)]
-    outputs = [_launch.element_view(r, res.element) for r, res in zip(results, spec.results)]
-    # The element views do not own memory: the closures below hold the arrays they view.
+    results = [np.empty(operands.result_shape(k), DTYPE) for k in range(len(spec.results))]
+    (tile,) = _launch._tiles(operands.plan, 1)
+    n = len(spec.operands)
+    params = _launch._operand_params(operands)
+    params += _launch._result_params(operands, 1 + 2 * n, [r.ctypes.data for r in results])
+    launches = [(_launch.record(spec, "forward", wp.float32, "cpu", tile), params)]
     owners = [operands, results]
-    if not backward:
-        return lambda: (
-            owners and wp.launch(kernel, dim=count, inputs=inputs_, outputs=outputs, device="cpu")
+    if backward:
+        grads = [np.zeros(s, DTYPE) for s in operands.shapes]
+        cotangents = [np.ones_like(r) for r in results]
+        owners += [grads, cotangents]
+        grad_buffers = [_launch.as_buffer(spec, "grad", g) for g in grads]
+        adjoint_params = _launch._operand_params(operands)
+        adjoint_params += _launch._operand_params(operands, buffers=grad_buffers, adjoint=True)
+        adjoint_params += _launch._result_params(
+            operands, 1 + 2 * n, [c.ctypes.data for c in cotangents], adjoint=True
         )
-    adjoints = [wp.zeros_like(a) for a in operands.arrays]
-    cotangents = [wp.ones_like(r) for r in results]
-    owners += [adjoints, cotangents]
-    adj_inputs = [_kernels.Grid()]
-    for operand, a in zip(spec.operands, adjoints):
-        adj_inputs += [_launch.element_view(a, operand.element), wp.vec4i()]
-    adj_outputs = [_launch.element_view(c, res.element) for c, res in zip(cotangents, spec.results)]
+        launches.append((_launch.record(spec, "adjoint", wp.float32, "cpu", tile), adjoint_params))
+    for launch, launch_params in launches:
+        for index, ptr, element, adjoint, total in launch_params:
+            launch.set_param_at_index_from_ctype(
+                index, _launch._array_param(ptr, element, wp.float32, 0, total), adjoint=adjoint
+            )
 
     def run():
-        assert owners
-        wp.launch(kernel, dim=count, inputs=inputs_, outputs=outputs, device="cpu")
-        wp.launch(
-            kernel,
-            dim=count,
-            inputs=inputs_,
-            outputs=[None] * len(outputs),
-            adj_inputs=adj_inputs,
-            adj_outputs=adj_outputs,
-            adjoint=True,
-            device="cpu",
-        )
+        assert owners  # the launches read and write these buffers
+        for launch, _ in launches:
+            launch.launch()
 
     return run
 

@@ -74,3 +74,27 @@ def test_non_differentiable_op_has_no_vjp(rng):
     m = random_args("cuda_matrix_to_quaternion", [(2,)], rng)[0]
     with pytest.raises(TypeError, match="cuda_matrix_to_quaternion is not differentiable"):
         xform.vjp("cuda_matrix_to_quaternion", (m,), np.ones((2, 4)))
+
+
+@pytest.mark.parametrize(
+    ("name", "leadings"),
+    [
+        ("transform_points", [(1,), (1,), (50_000,)]),  # one pose over every point
+        ("batch_transform_points", [(200,), (1,), (200, 250)]),  # shared quaternion
+        ("batch_transform_points", [(1,), (200,), (1, 250)]),  # shared position and points
+        ("pose_multiply", [(40_000,), (40_000,), (1,), (40_000,)]),
+    ],
+)
+def test_parallel_adjoint_equals_the_serial_one(name, leadings, rng, monkeypatch):
+    """Large CPU adjoints run in chunks on several threads, broadcast operands summing
+    per-chunk partials; the result must be the serial adjoint's, up to summation order."""
+    from xform import _launch
+
+    args = random_args(name, leadings, rng)
+    cotangents = tuple(rng.normal(size=r.shape) for r in as_tuple(getattr(xform, name)(*args)))
+    monkeypatch.setattr(_launch, "THREADS", 2)
+    parallel = xform.vjp(name, args, cotangents)
+    monkeypatch.setattr(_launch, "THREADS", 1)
+    serial = xform.vjp(name, args, cotangents)
+    for p, s in zip(parallel, serial):
+        np.testing.assert_allclose(p, s, rtol=1e-11, atol=1e-11 * np.abs(s).max())

@@ -125,8 +125,9 @@ def _make_function(op: OpSpec):
     )
 
     def function(*args, **kwargs):
-        bound = signature.bind(*args, **kwargs)
-        return apply(op, bound.args)
+        if kwargs or len(args) != len(op.operands):  # the common positional call skips binding
+            args = signature.bind(*args, **kwargs).args
+        return apply(op, args)
 
     shapes = ", ".join(f"{o.name} {o.expected_shape()}" for o in op.operands)
     results = ", ".join(

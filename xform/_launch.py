@@ -16,6 +16,7 @@ launches stay on one thread, because Warp's CPU atomics are plain adds.
 from __future__ import annotations
 
 import collections
+import ctypes
 import functools
 import math
 import os
@@ -241,7 +242,11 @@ def _tiles(plan: LaunchPlan, parts: int) -> tuple[Tile, ...]:
     for flat, index in enumerate(np.ndindex(*plan.grid[:outer_ndim])):
         base = [sum(i * s for i, s in zip(index, strides)) for strides in plan.strides]
         inner_count = math.prod(inner)
-        splits = np.linspace(0, inner[0], min(parts, inner[0]) + 1).astype(int) if inner else [0, 1]
+        splits = (
+            [int(x) for x in np.linspace(0, inner[0], min(parts, inner[0]) + 1)]
+            if inner
+            else [0, 1]
+        )
         for start, stop in zip(splits[:-1], splits[1:]):
             grid = [stop - start, *inner[1:]] if inner else []
             count = math.prod(grid)
@@ -270,6 +275,7 @@ def _parts(operands: Operands) -> int:
 # --- recorded launches, fed raw pointers --------------------------------------------------
 
 _local = threading.local()
+_record_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
 
@@ -295,6 +301,16 @@ def _recorded(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> w
     if launch is not None:
         cache.move_to_end(key)
         return launch
+    with _record_lock:  # Warp's launch recording (module loading) is not thread-safe
+        launch = cache[key] = record(op, kind, scalar, device, tile)
+    if len(cache) > 256:
+        cache.popitem(last=False)
+    return launch
+
+
+def record(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launch:
+    """A new recorded launch of `op`'s kernel ("forward", "tangent" or "adjoint") for one
+    tile, with its grid and strides set and its arrays null."""
     grid = _kernels.Grid()
     grid.ndim = len(tile.grid)
     grid.shape = _vec4(tile.grid, 1)
@@ -304,7 +320,7 @@ def _recorded(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> w
     if kind == "tangent":
         inputs += [None] * len(op.operands)
     adjoint = kind == "adjoint"
-    launch = wp.launch(
+    return wp.launch(
         _overload(op, scalar, tangent=kind == "tangent"),
         dim=tile.count,
         inputs=inputs,
@@ -315,10 +331,6 @@ def _recorded(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> w
         device=device,
         record_cmd=True,
     )
-    cache[key] = launch
-    if len(cache) > 256:
-        cache.popitem(last=False)
-    return launch
 
 
 # The ctypes struct a Warp kernel takes for an array, read off a public object.
@@ -348,9 +360,14 @@ def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> 
     op = operands.op
     stream = None if operands.device == "cpu" else wp.get_stream(operands.device)
 
-    def launch_tile(tile: Tile):
+    tiles = _tiles(operands.plan, parts)
+
+    def launch_tile(k: int):
+        tile = tiles[k]
         launch = _recorded(op, kind, operands.scalar, operands.device, tile)
         for index, ptr, element, adjoint, total in arrays:
+            if callable(ptr):  # a per-tile buffer
+                ptr = ptr(k)
             operand = _operand_of(op, kind, index)
             offset = tile.offsets[operand] if operand is not None else tile.result_offset
             launch.set_param_at_index_from_ctype(
@@ -358,12 +375,11 @@ def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> 
             )
         launch.launch(stream)
 
-    tiles = _tiles(operands.plan, parts)
     if len(tiles) > 1 and parts > 1:
-        list(_thread_pool().map(launch_tile, tiles))
+        list(_thread_pool().map(launch_tile, range(len(tiles))))
     else:
-        for tile in tiles:
-            launch_tile(tile)
+        for k in range(len(tiles)):
+            launch_tile(k)
 
 
 @functools.cache
@@ -456,13 +472,57 @@ def vjp(
             None if g is None else Buffer(g[1], shape, "", operands.device, g[0])
             for g, shape in zip(grads, operands.shapes)
         ]
+        # Deep grids loop over overlapping outer tiles: their adjoint stays on one thread.
+        deep = len(operands.plan.grid) > _kernels.MAX_GRID_DIMS
+        parts = 1 if deep else _parts(operands)
+        partials = _partial_sums(operands, grad_buffers, parts)
         params = _operand_params(operands)
-        params += _operand_params(operands, buffers=grad_buffers, adjoint=True)
+        params += [
+            (index, partials[k].pointer if k in partials else ptr, element, adjoint, total)
+            for k, (index, ptr, element, adjoint, total) in enumerate(
+                _operand_params(operands, buffers=grad_buffers, adjoint=True)
+            )
+        ]
         params += _result_params(
             operands, 1 + 2 * n, [c.ptr for c in cotangent_buffers], adjoint=True
         )
-        _run(operands, "adjoint", params)
+        _run(operands, "adjoint", params, parts)
+        for partial in partials.values():
+            partial.add_into_total()
     return [None if grad is None else grad[0] for grad in grads]
+
+
+class _PartialSums:
+    """One zeroed gradient buffer per tile for an operand that every tile reads (it is
+    broadcast along the split dimension), summed into the gradient after the launches: no
+    two threads add into one address, and the sum is deterministic."""
+
+    def __init__(self, grad: Buffer, scalar: type, tiles: int):
+        self.grad = grad
+        self.dtype = np.dtype(wp.dtype_to_numpy(scalar))
+        self.parts = np.zeros((tiles, *grad.shape), self.dtype)
+
+    def pointer(self, tile: int) -> int:
+        return self.parts[tile].ctypes.data
+
+    def add_into_total(self) -> None:
+        count = math.prod(self.grad.shape)
+        buffer = (ctypes.c_byte * (count * self.dtype.itemsize)).from_address(self.grad.ptr)
+        total = np.frombuffer(buffer, self.dtype, count).reshape(self.grad.shape)
+        self.parts.sum(0, out=total)
+
+
+def _partial_sums(operands: Operands, grads: list[Buffer | None], parts: int) -> dict:
+    """Operand index -> _PartialSums, for the CPU adjoint split over `parts` threads: the
+    operands with stride 0 along the split (outermost launched) dimension."""
+    tiles = _tiles(operands.plan, parts)
+    if parts == 1 or len(tiles) == 1:
+        return {}
+    return {
+        k: _PartialSums(grad, operands.scalar, len(tiles))
+        for k, (grad, strides) in enumerate(zip(grads, operands.plan.strides))
+        if grad is not None and strides[0] == 0
+    }
 
 
 def jvp(
