@@ -497,19 +497,24 @@ class _PartialSums:
     broadcast along the split dimension), summed into the gradient after the launches: no
     two threads add into one address, and the sum is deterministic."""
 
+    # Partials a cache line apart at least: threads adding into one line (a small shared
+    # pose's gradient) would otherwise fight over it on every point.
+    LINE = 128
+
     def __init__(self, grad: Buffer, scalar: type, tiles: int):
         self.grad = grad
         self.dtype = np.dtype(wp.dtype_to_numpy(scalar))
-        self.parts = np.zeros((tiles, *grad.shape), self.dtype)
+        self.count = math.prod(grad.shape)
+        stride = -(-(self.count * self.dtype.itemsize + self.LINE) // self.LINE) * self.LINE
+        self.parts = np.zeros((tiles, stride // self.dtype.itemsize), self.dtype)
 
     def pointer(self, tile: int) -> int:
         return self.parts[tile].ctypes.data
 
     def add_into_total(self) -> None:
-        count = math.prod(self.grad.shape)
-        buffer = (ctypes.c_byte * (count * self.dtype.itemsize)).from_address(self.grad.ptr)
-        total = np.frombuffer(buffer, self.dtype, count).reshape(self.grad.shape)
-        self.parts.sum(0, out=total)
+        buffer = (ctypes.c_byte * (self.count * self.dtype.itemsize)).from_address(self.grad.ptr)
+        total = np.frombuffer(buffer, self.dtype, self.count)
+        self.parts[:, : self.count].sum(0, out=total)
 
 
 def _partial_sums(operands: Operands, grads: list[Buffer | None], parts: int) -> dict:
