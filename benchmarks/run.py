@@ -249,20 +249,30 @@ def ratio_rows(records):
     return rows
 
 
-def format_table(rows) -> str:
-    def us(s):
-        return f"{s * 1e6:,.0f}"
+COLUMNS = (
+    ("op", "op", str),
+    ("mode", "mode", str),
+    ("size", "size", "{:,}".format),
+    ("xform torch µs", "xform torch", lambda s: f"{s * 1e6:,.0f}"),
+    ("best torch peer", "best torch peer", str),
+    ("ratio", "torch ratio", "{:.2f}".format),
+    ("xform jax µs", "xform jax.jit", lambda s: f"{s * 1e6:,.0f}"),
+    ("best jax peer", "best jax peer", str),
+    ("ratio", "jax ratio", "{:.2f}".format),
+    ("warp floor µs", "warp floor", lambda s: f"{s * 1e6:,.0f}"),
+    ("copy floor µs", "copy floor", lambda s: f"{s * 1e6:,.0f}"),
+    ("torch / copy", "torch / copy", "{:.1f}".format),
+)
 
+
+def format_table(rows) -> str:
+    """A Markdown table of the ratio rows."""
     lines = [
-        "| op | mode | size | xform torch µs | best torch peer | ratio | xform jax µs | best jax peer | ratio | warp floor µs | copy floor µs | torch / copy |",
-        "|---|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|",
+        "| " + " | ".join(title for title, _, _ in COLUMNS) + " |",
+        "|" + "|".join("---" if fmt is str else "---:" for _, _, fmt in COLUMNS) + "|",
     ]
     for r in rows:
-        lines.append(
-            f"| {r['op']} | {r['mode']} | {r['size']:,} | {us(r['xform torch'])} | {r['best torch peer']} | "
-            f"{r['torch ratio']:.2f} | {us(r['xform jax.jit'])} | {r['best jax peer']} | {r['jax ratio']:.2f} | "
-            f"{us(r['warp floor'])} | {us(r['copy floor'])} | {r['torch / copy']:.1f} |"
-        )
+        lines.append("| " + " | ".join(fmt(r[key]) for _, key, fmt in COLUMNS) + " |")
     return "\n".join(lines)
 
 
