@@ -335,13 +335,7 @@ def _make_function(op: OpSpec):
 
     function.__name__ = function.__qualname__ = op.name
     function.__signature__ = signature
-    function.__doc__ = (
-        f"{op.formula}\n\n"
-        + "\n".join(f"{o.name}: {o.expected_shape()}" for o in op.operands)
-        + "\n\nDifferentiable with respect to: "
-        + (", ".join(op.differentiable_operands) or "none (gradient is zero)")
-        + "."
-    )
+    function.__doc__ = op.docstring("none (its gradient is zero)")
     return function
 
 

@@ -182,11 +182,23 @@ def _expanded_to_front(args, in_dims, size: int):
     ]
 
 
-def _no_double_backward(op: OpSpec):
-    raise RuntimeError(
-        f"xform.{op.name}: double backward (differentiating a gradient or tangent) is not "
-        "supported; the first derivative is exact"
-    )
+class _Derivative(torch.autograd.Function):
+    """A first derivative (VJP or JVP) as a Function, so that vmap can fold it into one
+    launch. It is not differentiable again: differentiating it raises, never silently
+    giving a wrong second derivative."""
+
+    op: OpSpec
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @classmethod
+    def backward(cls, ctx, *grads):
+        raise RuntimeError(
+            f"xform.{cls.op.name}: double backward (differentiating a gradient or tangent) "
+            "is not supported; the first derivative is exact"
+        )
 
 
 # --- autograd.Functions, generated from the op table ---------------------------------------
@@ -198,20 +210,12 @@ def vjp_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
     per operand (an empty tensor where not needed). A Function so that it can be vmapped."""
     n, r = len(op.operands), len(op.results)
 
-    class Vjp(torch.autograd.Function):
+    class Vjp(_Derivative):
         @staticmethod
         def forward(*args):
             operands, cotangents, needed = args[:n], args[n : n + r], args[n + r]
             grads = _vjp(op, operands, cotangents, needed, prefix)
             return tuple(g if g is not None else operands[0].new_empty(0) for g in grads)
-
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            pass
-
-        @staticmethod
-        def backward(ctx, *grads):
-            _no_double_backward(op)
 
         @staticmethod
         def vmap(info, in_dims, *args):
@@ -222,6 +226,7 @@ def vjp_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
             return grads, tuple(0 if need else None for need in args[n + r])
 
     Vjp.__name__ = Vjp.__qualname__ = f"{op.name}_vjp"
+    Vjp.op = op
     return Vjp
 
 
@@ -230,18 +235,10 @@ def jvp_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
     """Operands, then one tangent per operand (None for zero) -> the results' tangents."""
     n = len(op.operands)
 
-    class Jvp(torch.autograd.Function):
+    class Jvp(_Derivative):
         @staticmethod
         def forward(*args):
             return _unpack(_jvp(op, args[:n], args[n:], prefix))
-
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            pass
-
-        @staticmethod
-        def backward(ctx, *grads):
-            _no_double_backward(op)
 
         @staticmethod
         def vmap(info, in_dims, *args):
@@ -251,6 +248,7 @@ def jvp_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
             return out, 0 if len(op.results) == 1 else (0,) * len(op.results)
 
     Jvp.__name__ = Jvp.__qualname__ = f"{op.name}_jvp"
+    Jvp.op = op
     return Jvp
 
 
@@ -421,17 +419,12 @@ def _make_functional(op: OpSpec):
 
     functional.__name__ = functional.__qualname__ = op.name
     functional.__signature__ = signature
-    functional.__doc__ = (
-        f"{op.formula}\n\n"
-        + "\n".join(f"{o.name}: {o.expected_shape()}" for o in op.operands)
-        + "\n\nDifferentiable with respect to: "
-        + (", ".join(op.differentiable_operands) or "none (marked non-differentiable)")
-        + (
-            f".\nOptional buffers (cuRobo): results {', '.join(result_names)}; "
-            f"gradient workspace {', '.join(grad_names) or 'none'}."
-            if result_names
-            else "."
-        )
+    functional.__doc__ = op.docstring(
+        "none (marked non-differentiable)",
+        f"Optional cuRobo buffers: results {', '.join(result_names)}; gradient workspace "
+        f"{', '.join(grad_names) or 'none'}."
+        if result_names
+        else "",
     )
     return functional
 

@@ -189,3 +189,17 @@ def op_cases(names) -> dict:
         "argvalues": cases,
         "ids": [f"{name}-{leadings}" for name, leadings in cases],
     }
+
+
+def vmap_args(name: str, rng: np.random.Generator, size: int = 4):
+    """Arguments for vmapping op `name` over `size` samples: every other argument (or the
+    only one) stacked along a new leading axis, the rest shared; and which are mapped."""
+    per_sample = random_args(name, leading_cases(name)[2], rng)
+    mapped = [k % 2 == 0 or len(per_sample) == 1 for k in range(len(per_sample))]
+    stacked = [
+        np.stack([random_args(name, leading_cases(name)[2], rng)[k] for _ in range(size)])
+        if m
+        else a
+        for k, (a, m) in enumerate(zip(per_sample, mapped))
+    ]
+    return stacked, mapped

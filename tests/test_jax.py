@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 from helpers import as_tuple, assert_matches
-from reference import leading_cases, random_args, reference
+from reference import leading_cases, random_args, reference, vmap_args
 
 import xform
 
@@ -143,18 +143,6 @@ def test_jit_with_changing_sizes(rng):
             np.asarray(fn(t, q, jnp.asarray(points))),
             xform.transform_points(np.asarray(t), np.asarray(q), points),
         )
-
-
-def vmap_args(name, rng, size=4):
-    per_sample = random_args(name, leading_cases(name)[2], rng)
-    mapped = [k % 2 == 0 or len(per_sample) == 1 for k in range(len(per_sample))]
-    stacked = [
-        np.stack([random_args(name, leading_cases(name)[2], rng)[k] for _ in range(size)])
-        if m
-        else a
-        for k, (a, m) in enumerate(zip(per_sample, mapped))
-    ]
-    return stacked, mapped
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ torch.compile, cuRobo's buffers and classes, and parity with the NumPy path."""
 import numpy as np
 import pytest
 from helpers import as_tuple, assert_matches
-from reference import leading_cases, random_args, reference
+from reference import leading_cases, random_args, reference, vmap_args
 
 import xform
 
@@ -192,19 +192,6 @@ def test_forward_ad_dual_numbers(rng):
         tangents = [fwAD.unpack_dual(o).tangent for o in outs]
     for got, want in zip(tangents, xform.jvp("pose_multiply", args, directions)):
         np.testing.assert_array_equal(got.numpy(), want)
-
-
-def vmap_args(name, rng, size=4):
-    """Per-sample arguments for `name`, and which of them are mapped (stacked)."""
-    per_sample = random_args(name, leading_cases(name)[2], rng)
-    mapped = [k % 2 == 0 or len(per_sample) == 1 for k in range(len(per_sample))]
-    stacked = [
-        np.stack([random_args(name, leading_cases(name)[2], rng)[k] for _ in range(size)])
-        if m
-        else a
-        for k, (a, m) in enumerate(zip(per_sample, mapped))
-    ]
-    return stacked, mapped
 
 
 @pytest.mark.parametrize(

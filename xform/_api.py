@@ -129,18 +129,9 @@ def _make_function(op: OpSpec):
             args = signature.bind(*args, **kwargs).args
         return apply(op, args)
 
-    shapes = ", ".join(f"{o.name} {o.expected_shape()}" for o in op.operands)
-    results = ", ".join(
-        f"{r.name} ({', '.join([*r.batch, *map(str, r.element)])})" for r in op.results
-    )
-    grads = ", ".join(op.differentiable_operands) or "none (not differentiable)"
     function.__name__ = function.__qualname__ = op.name
     function.__signature__ = signature
-    function.__doc__ = (
-        f"{op.formula}\n\nArguments: {shapes}.\nReturns: {results}.\n"
-        f"Differentiable with respect to: {grads}.\n"
-        "Leading dimensions broadcast; float32 or float64; results have the input dtype."
-    )
+    function.__doc__ = op.docstring("none (not differentiable)")
     return function
 
 

@@ -75,6 +75,20 @@ class OpSpec:
     result_buffers: tuple[str, ...] = ()
     gradient_buffers: tuple[str, ...] = ()
 
+    def docstring(self, not_differentiable: str, notes: str = "") -> str:
+        """The docstring every framework's function of this op carries."""
+        grads = ", ".join(self.differentiable_operands) or not_differentiable
+        arguments = "\n".join(f"    {o.name}: {o.expected_shape()}" for o in self.operands)
+        results = "\n".join(
+            f"    {r.name}: ({', '.join([*r.batch, *map(str, r.element)])})" for r in self.results
+        )
+        return (
+            f"{self.formula}\n\nArguments:\n{arguments}\nReturns:\n{results}\n"
+            f"Differentiable with respect to: {grads}.\n"
+            "Leading dimensions broadcast; float32 or float64; results have the input dtype."
+            + (f"\n{notes}" if notes else "")
+        )
+
     @property
     def differentiable_operands(self) -> tuple[str, ...]:
         if not self.differentiable:
