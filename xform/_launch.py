@@ -281,8 +281,9 @@ _pool: ThreadPoolExecutor | None = None
 
 def _thread_pool() -> ThreadPoolExecutor:
     global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="xform")
+    with _record_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="xform")
     return _pool
 
 
