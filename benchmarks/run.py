@@ -149,7 +149,7 @@ def warp_runner(op, arrays, backward):
         )
         launches.append((_launch.record(spec, "adjoint", wp.float32, "cpu", tile), adjoint_params))
     for launch, launch_params in launches:
-        for index, ptr, element, adjoint, total in launch_params:
+        for index, ptr, element, adjoint, total, _ in launch_params:
             launch.set_param_at_index_from_ctype(
                 index, _launch._array_param(ptr, element, wp.float32, 0, total), adjoint=adjoint
             )

@@ -8,9 +8,10 @@ Everything is checked before any kernel runs.
 
 The hot path is short: the launch plan is cached per (op, shapes), and each kernel is
 launched through a recorded Warp `Launch` (one per thread and launch shape) whose array
-parameters are set from raw pointers. Large forward and tangent launches on the CPU are
-split over a thread pool (Warp's CPU launches are serial but release the GIL); adjoint
-launches stay on one thread, because Warp's CPU atomics are plain adds.
+parameters are set from raw pointers. Large CPU launches are split over a thread pool
+(Warp's CPU launches are serial but release the GIL). Warp's CPU atomics are plain adds,
+so a parallel adjoint gives every chunk its own partial gradient for each operand that
+all chunks read, and sums the partials afterwards.
 """
 
 from __future__ import annotations
@@ -249,8 +250,6 @@ def _tiles(plan: LaunchPlan, parts: int) -> tuple[Tile, ...]:
         )
         for start, stop in zip(splits[:-1], splits[1:]):
             grid = [stop - start, *inner[1:]] if inner else []
-            count = math.prod(grid)
-            lead_step = count // max(1, stop - start)
             tiles.append(
                 Tile(
                     tuple(reversed(grid)),
@@ -259,8 +258,8 @@ def _tiles(plan: LaunchPlan, parts: int) -> tuple[Tile, ...]:
                         b + start * (s[outer_ndim] if inner else 0)
                         for b, s in zip(base, plan.strides)
                     ),
-                    flat * inner_count + start * lead_step,
-                    count,
+                    flat * inner_count + start * math.prod(inner[1:]),
+                    math.prod(grid),
                 )
             )
     return tuple(tiles)
@@ -355,9 +354,9 @@ def _array_param(ptr: int, element, scalar: type, offset: int, total: int):
 
 def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> None:
     """Launch `kind` ("forward", "tangent" or "adjoint") over every tile. `arrays` lists
-    (parameter index, pointer, element shape, adjoint half?, element count) for every
-    array parameter; operands' pointers move with the tile's offsets, results' with its
-    result offset."""
+    (parameter index, pointer, element shape, adjoint half?, element count, operand) for
+    every array parameter: its pointer moves with that operand's tile offset, or with the
+    tile's result offset where the operand is None."""
     op = operands.op
     stream = None if operands.device == "cpu" else wp.get_stream(operands.device)
 
@@ -366,10 +365,9 @@ def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> 
     def launch_tile(k: int):
         tile = tiles[k]
         launch = _recorded(op, kind, operands.scalar, operands.device, tile)
-        for index, ptr, element, adjoint, total in arrays:
+        for index, ptr, element, adjoint, total, operand in arrays:
             if callable(ptr):  # a per-tile buffer
                 ptr = ptr(k)
-            operand = _operand_of(op, kind, index)
             offset = tile.offsets[operand] if operand is not None else tile.result_offset
             launch.set_param_at_index_from_ctype(
                 index, _array_param(ptr, element, operands.scalar, offset, total), adjoint=adjoint
@@ -383,24 +381,6 @@ def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> 
             launch_tile(k)
 
 
-@functools.cache
-def _operand_index_map(op: OpSpec, kind: str) -> dict[int, int | None]:
-    """Kernel parameter index -> the operand whose offsets it follows (None: results)."""
-    n = len(op.operands)
-    mapping: dict[int, int | None] = {1 + 2 * k: k for k in range(n)}
-    if kind == "tangent":
-        mapping.update({1 + 2 * n + k: k for k in range(n)})
-        first_result = 1 + 3 * n
-    else:
-        first_result = 1 + 2 * n
-    mapping.update({first_result + k: None for k in range(len(op.results))})
-    return mapping
-
-
-def _operand_of(op: OpSpec, kind: str, index: int) -> int | None:
-    return _operand_index_map(op, kind)[index]
-
-
 def _elements(shape: tuple[int, ...], element: tuple[int, ...]) -> int:
     return math.prod(shape[: len(shape) - len(element)])
 
@@ -410,17 +390,16 @@ def _operand_params(operands: Operands, first: int = 1, step: int = 2, buffers=N
     array, explicitly: a recorded launch keeps its parameters from the last call."""
     buffers = operands.buffers if buffers is None else buffers
     return [
-        (first + step * k, 0, o.element, adjoint, 0)
+        (first + step * k, 0, o.element, adjoint, 0, k)
         if b is None
-        else (first + step * k, b.ptr, o.element, adjoint, _elements(b.shape, o.element))
+        else (first + step * k, b.ptr, o.element, adjoint, _elements(b.shape, o.element), k)
         for k, (o, b) in enumerate(zip(operands.op.operands, buffers))
     ]
 
 
 def _result_params(operands: Operands, first: int, pointers, adjoint=False):
-    total = math.prod(operands.plan.batch_shape)
     return [
-        (first + k, ptr, r.element, adjoint, total)
+        (first + k, ptr, r.element, adjoint, operands.plan.size, None)
         for k, (r, ptr) in enumerate(zip(operands.op.results, pointers))
     ]
 
@@ -479,9 +458,9 @@ def vjp(
         partials = _partial_sums(operands, grad_buffers, parts)
         params = _operand_params(operands)
         params += [
-            (index, partials[k].pointer if k in partials else ptr, element, adjoint, total)
-            for k, (index, ptr, element, adjoint, total) in enumerate(
-                _operand_params(operands, buffers=grad_buffers, adjoint=True)
+            (index, partials[k].pointer if k in partials else ptr, element, adjoint, total, k)
+            for index, ptr, element, adjoint, total, k in _operand_params(
+                operands, buffers=grad_buffers, adjoint=True
             )
         ]
         params += _result_params(
