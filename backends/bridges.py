@@ -14,6 +14,7 @@ arrays, differentiably. Both are zero-copy at the boundary (DLPack views, see
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import jax
@@ -95,16 +96,8 @@ def _ffi_shape(shape) -> tuple[int, ...]:
 def _on_ffi_stream(array: wp.array):
     """Run PyTorch work on the stream XLA gave the FFI call."""
     if not array.device.is_cuda:
-        return _NullContext()
+        return contextlib.nullcontext()
     return torch.cuda.stream(torch.cuda.ExternalStream(wp.get_stream(array.device).cuda_stream))
-
-
-class _NullContext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _torch_runner(fn, treedef, in_shapes, out_shapes, backward: bool):

@@ -242,14 +242,13 @@ def primitives(op: OpSpec):
         if any(ad.is_undefined_primal(x) for x in operands):
             raise NotImplementedError(f"xform.{op.name}: the tangent is linear in tangents only")
         needed = tuple(ad.is_undefined_primal(t) for t in args[n:])
-        shapes = [t.aval.shape if ad.is_undefined_primal(t) else None for t in args[n:]]
         dtype = operands[0].dtype
         cotangents = [
             jnp.zeros(s, dtype) if type(c) is ad.Zero else c
             for c, s in zip(cotangents, _check(op, operands, prefix))
         ]
         grads = iter(vjp.bind(*operands, *cotangents, prefix=prefix, needed=needed))
-        return [None] * n + [next(grads) if need else None for need, _ in zip(needed, shapes)]
+        return [None] * n + [next(grads) if need else None for need in needed]
 
     def tangent_batch(args, dims, *, prefix):
         front = _front(args, dims, _map_size(args, dims), broadcast=True)
