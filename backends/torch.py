@@ -112,13 +112,23 @@ def _check_buffer(op: OpSpec, name: str, buffer, shape, like: torch.Tensor) -> N
         raise ValueError(f"{op.name}: buffer '{name}' has " + "; ".join(problems))
 
 
+@functools.lru_cache(maxsize=64)
+def _warp_stream(device: torch.device, handle: int) -> wp.Stream:
+    """Warp's view of a PyTorch CUDA stream, made once per stream handle."""
+    return wp.Stream(wp.device_from_torch(device), cuda_stream=handle)
+
+
 @contextlib.contextmanager
 def _on_current_stream(device: torch.device):
-    """Launch on PyTorch's current CUDA stream (no synchronisation); nothing on CPU."""
+    """Launch on PyTorch's current CUDA stream; nothing on CPU. No synchronisation with
+    Warp's own stream either: an event wait on a stream outside a CUDA graph capture would
+    invalidate the capture."""
     if device.type != "cuda":
         yield
         return
-    with wp.ScopedStream(wp.stream_from_torch(torch.cuda.current_stream(device))):
+    current = torch.cuda.current_stream(device)
+    stream = _warp_stream(current.device, current.cuda_stream)
+    with wp.ScopedStream(stream, sync_enter=False):
         yield
 
 

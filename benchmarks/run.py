@@ -1,11 +1,12 @@
 """xform against what a user would write instead, in one process.
 
-    python -m benchmarks [--sizes 16 4096 1048576] [--ops ...] [--no-compile] [--out DIR]
+    python -m benchmarks [--device cpu|cuda] [--sizes 16 4096 1048576] [--ops ...]
+                         [--no-compile] [--out DIR]
 
 For each op, size (points or poses) and mode (forward, forward+backward) it times, as
 medians of repeated runs after warm-up:
 
-- xform through PyTorch, through `jax.jit`, and on NumPy;
+- xform through PyTorch, through `jax.jit`, and on NumPy (on CUDA: on Warp arrays);
 - the PyTorch formulas (`peers.TORCH`) eagerly and under `torch.compile`;
 - the jnp formulas under `jax.jit` (matrix and two-cross-product forms);
 - a raw Warp launch of xform's kernel on prebuilt arrays (the floor for Warp itself);
@@ -13,7 +14,12 @@ medians of repeated runs after warm-up:
 
 It writes `results.json` and `results.png` (time against size, log-log, a line per
 implementation) to the output folder and prints, per row, the ratio of xform to the best
-peer in its framework (below 1: xform is faster).
+peer in its framework (below 1: xform is faster), and the bandwidth xform through torch
+reaches on the least traffic the op needs: inputs read and results written (forward), plus
+inputs and cotangents read again and gradients written (forward + backward).
+
+Every timed iteration ends with the device synchronised, so on CUDA a time is the launch
+overhead and the kernel together.
 """
 
 from __future__ import annotations
@@ -88,20 +94,26 @@ def as_tuple(x):
 # --- implementations: each returns a function that runs one iteration, synchronised -------
 
 
-def torch_runner(fn, arrays, backward):
-    tensors = [torch.from_numpy(a).requires_grad_(backward) for a in arrays]
+def torch_runner(fn, arrays, backward, device):
+    tensors = [torch.from_numpy(a).to(device).requires_grad_(backward) for a in arrays]
+    sync = torch.cuda.synchronize if device.startswith("cuda") else lambda: None
     if not backward:
-        return lambda: fn(*tensors)
+        return lambda: (fn(*tensors), sync())
     cotangents = [torch.ones_like(r) for r in as_tuple(fn(*tensors))]
 
     def run():
         torch.autograd.backward(as_tuple(fn(*tensors)), cotangents)
+        sync()
 
     return run
 
 
-def jax_runner(fn, arrays, backward):
-    values = [jnp.asarray(a) for a in arrays]
+def jax_device(device: str):
+    return jax.devices("gpu" if device.startswith("cuda") else "cpu")[0]
+
+
+def jax_runner(fn, arrays, backward, device):
+    values = [jax.device_put(a, jax_device(device)) for a in arrays]
     if not backward:
         jitted = jax.jit(fn)
         return lambda: jax.block_until_ready(jitted(*values))
@@ -117,37 +129,49 @@ def jax_runner(fn, arrays, backward):
     return lambda: jax.block_until_ready(forward_backward(*values))
 
 
-def numpy_runner(op, arrays, backward):
+def core_runner(op, arrays, backward, device):
+    """xform's top-level API on NumPy arrays (CPU) or Warp arrays (CUDA)."""
     fn = getattr(xform, op)
+    if device != "cpu":
+        arrays = [wp.array(a, dtype=wp.float32, device=device) for a in arrays]
+    sync = (lambda: wp.synchronize_device(device)) if device != "cpu" else lambda: None
     if not backward:
-        return lambda: fn(*arrays)
-    cotangents = tuple(np.ones_like(r) for r in as_tuple(fn(*arrays)))
-    return lambda: (fn(*arrays), xform.vjp(op, arrays, cotangents))
+        return lambda: (fn(*arrays), sync())
+    cotangents = tuple(
+        np.ones(r.shape, DTYPE) if device == "cpu" else wp.ones_like(r)
+        for r in as_tuple(fn(*arrays))
+    )
+    return lambda: (fn(*arrays), xform.vjp(op, arrays, cotangents), sync())
 
 
-def warp_runner(op, arrays, backward):
+def warp_runner(op, arrays, backward, device):
     """xform's own kernel as one recorded Warp launch on fixed buffers, replayed: Warp's
     floor, without xform's per-call work (checks, planning, allocation, threads)."""
     spec = xform.OPS[op]
+    arrays = [wp.array(a, dtype=wp.float32, device=device) for a in arrays]
     operands = _launch.prepare(spec, arrays)
-    results = [np.empty(operands.result_shape(k), DTYPE) for k in range(len(spec.results))]
+
+    def new(shape, fill=0.0):
+        return wp.full(shape, fill, dtype=wp.float32, device=device)
+
+    results = [new(operands.result_shape(k)) for k in range(len(spec.results))]
     (tile,) = _launch._tiles(operands.plan, 1)
     n = len(spec.operands)
     params = _launch._operand_params(operands)
-    params += _launch._result_params(operands, 1 + 2 * n, [r.ctypes.data for r in results])
-    launches = [(_launch.record(spec, "forward", wp.float32, "cpu", tile), params)]
+    params += _launch._result_params(operands, 1 + 2 * n, [r.ptr for r in results])
+    launches = [(_launch.record(spec, "forward", wp.float32, device, tile), params)]
     owners = [operands, results]
     if backward:
-        grads = [np.zeros(s, DTYPE) for s in operands.shapes]
-        cotangents = [np.ones_like(r) for r in results]
+        grads = [new(s) for s in operands.shapes]
+        cotangents = [new(r.shape, 1.0) for r in results]
         owners += [grads, cotangents]
         grad_buffers = [_launch.as_buffer(spec, "grad", g) for g in grads]
         adjoint_params = _launch._operand_params(operands)
         adjoint_params += _launch._operand_params(operands, buffers=grad_buffers, adjoint=True)
         adjoint_params += _launch._result_params(
-            operands, 1 + 2 * n, [c.ctypes.data for c in cotangents], adjoint=True
+            operands, 1 + 2 * n, [c.ptr for c in cotangents], adjoint=True
         )
-        launches.append((_launch.record(spec, "adjoint", wp.float32, "cpu", tile), adjoint_params))
+        launches.append((_launch.record(spec, "adjoint", wp.float32, device, tile), adjoint_params))
     for launch, launch_params in launches:
         for index, ptr, element, adjoint, total, _ in launch_params:
             launch.set_param_at_index_from_ctype(
@@ -158,31 +182,44 @@ def warp_runner(op, arrays, backward):
         assert owners  # the launches read and write these buffers
         for launch, _ in launches:
             launch.launch()
+        if device != "cpu":
+            wp.synchronize_device(device)
 
     return run
 
 
-def copy_runner(op, arrays, backward):
+def traffic_bytes(op, arrays, backward) -> int:
+    """The least memory traffic of one iteration: inputs read and results written; with
+    the backward pass, inputs and cotangents read again and gradients written."""
+    read = sum(a.nbytes for a in arrays)
+    written = sum(r.nbytes for r in as_tuple(getattr(xform, op)(*arrays)))
+    return 3 * read + 2 * written if backward else read + written
+
+
+def copy_runner(op, arrays, backward, device):
     """A copy of as many bytes as the op reads or writes, whichever is more."""
     out_bytes = sum(r.nbytes for r in as_tuple(getattr(xform, op)(*arrays)))
     count = max(sum(a.nbytes for a in arrays), out_bytes) // 4
-    source, target = torch.ones(count), torch.empty(count)
-    return lambda: target.copy_(source)
+    source = torch.ones(count, device=device)
+    target = torch.empty(count, device=device)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else lambda: None
+    return lambda: (target.copy_(source), sync())
 
 
-def implementations(op, arrays, backward, compiled):
+def implementations(op, arrays, backward, compiled, device):
+    core = "xform numpy" if device == "cpu" else "xform warp"
     runners = {
-        "xform torch": lambda: torch_runner(getattr(xt, op), arrays, backward),
-        "xform jax.jit": lambda: jax_runner(getattr(xj, op), arrays, backward),
-        "xform numpy": lambda: numpy_runner(op, arrays, backward),
-        "torch": lambda: torch_runner(TORCH[op], arrays, backward),
-        "warp floor": lambda: warp_runner(op, arrays, backward),
-        "copy floor": lambda: copy_runner(op, arrays, backward),
+        "xform torch": lambda: torch_runner(getattr(xt, op), arrays, backward, device),
+        "xform jax.jit": lambda: jax_runner(getattr(xj, op), arrays, backward, device),
+        core: lambda: core_runner(op, arrays, backward, device),
+        "torch": lambda: torch_runner(TORCH[op], arrays, backward, device),
+        "warp floor": lambda: warp_runner(op, arrays, backward, device),
+        "copy floor": lambda: copy_runner(op, arrays, backward, device),
     }
     if compiled is not None:
-        runners["torch.compile"] = lambda: torch_runner(compiled[op], arrays, backward)
+        runners["torch.compile"] = lambda: torch_runner(compiled[op], arrays, backward, device)
     for form, fn in JAX[op].items():
-        runners[f"jax.jit {form}"] = lambda fn=fn: jax_runner(fn, arrays, backward)
+        runners[f"jax.jit {form}"] = lambda fn=fn: jax_runner(fn, arrays, backward, device)
     return runners
 
 
@@ -204,18 +241,26 @@ def median_time(run, budget=0.2, min_repeats=5, max_repeats=200) -> float:
     return statistics.median(times)
 
 
-def measure(ops, sizes, modes, compile_peers: bool) -> list[dict]:
+def measure(ops, sizes, modes, compile_peers: bool, device: str) -> list[dict]:
     rng = np.random.default_rng(0)
     compiled = {op: torch.compile(TORCH[op], dynamic=True) for op in ops} if compile_peers else None
     records = []
     for op in ops:
         for mode in modes:
+            backward = mode != "forward"
             for size in sizes:
                 arrays = inputs(op, size, rng)
-                for name, build in implementations(op, arrays, mode != "forward", compiled).items():
-                    seconds = median_time(build())
+                runners = implementations(op, arrays, backward, compiled, device)
+                for name, build in runners.items():
                     records.append(
-                        {"op": op, "mode": mode, "size": size, "impl": name, "seconds": seconds}
+                        {
+                            "op": op,
+                            "mode": mode,
+                            "size": size,
+                            "impl": name,
+                            "seconds": median_time(build()),
+                            "bytes": traffic_bytes(op, arrays, backward),
+                        }
                     )
                 print(f"measured {op:24s} {mode:17s} {size:>8d}", flush=True)
     return records
@@ -223,9 +268,10 @@ def measure(ops, sizes, modes, compile_peers: bool) -> list[dict]:
 
 def ratio_rows(records):
     """Per (op, mode, size): xform's time over the best peer's, per framework."""
-    table = {}
+    table, traffic = {}, {}
     for r in records:
         table.setdefault((r["op"], r["mode"], r["size"]), {})[r["impl"]] = r["seconds"]
+        traffic[r["op"], r["mode"], r["size"]] = r["bytes"]
     rows = []
     for (op, mode, size), times in table.items():
         best_torch = min((times[k], k) for k in TORCH_PEERS if k in times)
@@ -244,6 +290,7 @@ def ratio_rows(records):
                 "warp floor": times["warp floor"],
                 "copy floor": times["copy floor"],
                 "torch / copy": times["xform torch"] / times["copy floor"],
+                "torch GB/s": traffic[op, mode, size] / times["xform torch"] / 1e9,
             }
         )
     return rows
@@ -262,6 +309,7 @@ COLUMNS = (
     ("warp floor µs", "warp floor", lambda s: f"{s * 1e6:,.0f}"),
     ("copy floor µs", "copy floor", lambda s: f"{s * 1e6:,.0f}"),
     ("torch / copy", "torch / copy", "{:.1f}".format),
+    ("torch GB/s", "torch GB/s", "{:.1f}".format),
 )
 
 
@@ -308,29 +356,34 @@ def plot(records, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def machine() -> str:
+def machine(device: str) -> str:
+    where = f"{platform.machine()}, {os.cpu_count()} CPU cores"
+    if device != "cpu":
+        where = f"{wp.get_device(device).name} ({device}), {where}"
     return (
-        f"{platform.machine()}, {os.cpu_count()} CPU cores, Python {platform.python_version()}, "
-        f"torch {torch.__version__}, jax {jax.__version__}, warp {wp.config.version}, float32"
+        f"{where}, Python {platform.python_version()}, torch {torch.__version__}, "
+        f"jax {jax.__version__}, warp {wp.config.version}, float32"
     )
 
 
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (cuda:0)")
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES)
     parser.add_argument("--ops", nargs="+", default=OPS, choices=OPS)
     parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile peer")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
     args = parser.parse_args(argv)
+    device = "cuda:0" if args.device == "cuda" else args.device
     args.out.mkdir(parents=True, exist_ok=True)
-    records = measure(args.ops, args.sizes, args.modes, not args.no_compile)
+    records = measure(args.ops, args.sizes, args.modes, not args.no_compile, device)
     rows = ratio_rows(records)
     (args.out / "results.json").write_text(
-        json.dumps({"machine": machine(), "records": records, "ratios": rows}, indent=1)
+        json.dumps({"machine": machine(device), "records": records, "ratios": rows}, indent=1)
     )
     plot(records, args.out / "results.png")
-    print(f"\n{machine()}\n")
+    print(f"\n{machine(device)}\n")
     print(format_table(rows))
     return rows
 

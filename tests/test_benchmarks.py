@@ -4,16 +4,21 @@ import json
 from pathlib import Path
 
 import pytest
+import warp as wp
+
+cuda = pytest.mark.skipif(wp.get_cuda_device_count() == 0, reason="needs a CUDA device")
 
 
-def test_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+def test_benchmark_runs_at_the_smallest_size(device, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
     pytest.importorskip("torch")
     pytest.importorskip("jax")
     pytest.importorskip("matplotlib")
     from benchmarks.run import OPS, main
 
-    rows = main(["--sizes", "16", "--no-compile", "--out", str(tmp_path)])
+    args = ["--device", device, "--sizes", "16", "--no-compile", "--out", str(tmp_path)]
+    rows = main(args)
     assert {r["op"] for r in rows} == set(OPS)
     assert all(r["torch ratio"] > 0 and r["jax ratio"] > 0 for r in rows)
     saved = json.loads((tmp_path / "results.json").read_text())
@@ -21,10 +26,10 @@ def test_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):
     assert {
         "xform torch",
         "xform jax.jit",
-        "xform numpy",
+        "xform numpy" if device == "cpu" else "xform warp",
         "torch",
         "warp floor",
         "copy floor",
     } <= measured
-    assert all(r["seconds"] > 0 for r in saved["records"])
+    assert all(r["seconds"] > 0 and r["bytes"] > 0 for r in saved["records"])
     assert (tmp_path / "results.png").stat().st_size > 0

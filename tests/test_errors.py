@@ -139,14 +139,3 @@ def test_inputs_untouched_after_an_error(rng):
         xform.pose_multiply(*args)
     for a, b in zip(args, before):
         np.testing.assert_array_equal(a, b)
-
-
-cuda = pytest.mark.skipif(wp.get_cuda_device_count() == 0, reason="needs a CUDA device")
-
-
-@cuda
-def test_mixed_devices_raise_value_error(rng):
-    t = wp.array(rng.normal(size=(2, 3)), dtype=wp.float64, device="cpu")
-    q = wp.array(rng.normal(size=(2, 4)), dtype=wp.float64, device="cuda:0")
-    with pytest.raises(ValueError, match="'quaternion' is on cuda:0 but 'position' is on cpu"):
-        xform.pose_inverse(t, q)
