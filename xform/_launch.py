@@ -190,17 +190,23 @@ def _array(element: tuple[int, ...], scalar: type):
 
 
 @functools.cache
-def _overload(op: OpSpec, scalar: type, tangent: bool = False) -> wp.Kernel:
-    """The kernel (or tangent kernel) of `op` for one scalar type. Parameters come in
-    order: the Grid; each operand and its strides; each operand's tangent (tangent
-    kernels only); each result."""
-    types: list[Any] = [_kernels.Grid]
+def _overload(op: OpSpec, scalar: type, kind: str = "forward", flat: bool = False) -> wp.Kernel:
+    """One of `op`'s kernels ("forward", "tangent" or "vjp") for one scalar type, over a
+    one-dimensional (`flat`) or general grid. Parameters come in order: the grid (a
+    `FlatGrid` or a `Grid`); each operand and its strides; then per kind,
+    each result (forward), each operand's tangent and each result (tangent), or each
+    result's cotangent and each operand's gradient (vjp)."""
+    types: list[Any] = [_kernels.FlatGrid if flat else _kernels.Grid]
     for operand in op.operands:
         types += [_array(operand.element, scalar), wp.vec4i]
-    if tangent:
-        types += [_array(operand.element, scalar) for operand in op.operands]
-    types += [_array(result.element, scalar) for result in op.results]
-    kernel = op.tangent_kernel if tangent else op.kernel
+    operand_arrays = [_array(operand.element, scalar) for operand in op.operands]
+    result_arrays = [_array(result.element, scalar) for result in op.results]
+    types += {
+        "forward": result_arrays,
+        "tangent": operand_arrays + result_arrays,
+        "vjp": result_arrays + operand_arrays,
+    }[kind]
+    kernel = {"forward": op.kernel, "tangent": op.tangent_kernel, "vjp": op.vjp_kernel}[kind]
     return wp.overload(kernel, {arg.label: t for arg, t in zip(kernel.adj.args, types)})
 
 
@@ -211,9 +217,12 @@ wp.init()
 # it once (and caches it) instead of recompiling each time a new op/dtype pair appears.
 for _op in OPS.values():
     for _scalar in FLOAT_TYPES.values():
-        _overload(_op, _scalar)
-        if _op.tangent_kernel is not None:
-            _overload(_op, _scalar, tangent=True)
+        for _flat in (False, True):
+            _overload(_op, _scalar, "forward", _flat)
+            if _op.tangent_kernel is not None:
+                _overload(_op, _scalar, "tangent", _flat)
+            if _op.vjp_kernel is not None:
+                _overload(_op, _scalar, "vjp", _flat)
 
 
 # --- tiles: what one launch covers ----------------------------------------------------------
@@ -309,23 +318,33 @@ def _recorded(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> w
 
 
 def record(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launch:
-    """A new recorded launch of `op`'s kernel ("forward", "tangent" or "adjoint") for one
-    tile, with its grid and strides set and its arrays null."""
-    grid = _kernels.Grid()
-    grid.ndim = len(tile.grid)
-    grid.shape = _vec4(tile.grid, 1)
+    """A new recorded launch for one tile, with its grid and strides set and its arrays
+    null: of `op`'s kernel ("forward"), its tangent or VJP kernel ("tangent", "vjp"), or
+    Warp's adjoint of its kernel ("adjoint")."""
+    flat = len(tile.grid) <= 1
+    if flat:
+        grid = _kernels.FlatGrid()
+        grid.size = tile.count
+    else:
+        grid = _kernels.Grid()
+        grid.ndim = len(tile.grid)
+        grid.shape = _vec4(tile.grid, 1)
     inputs: list[Any] = [grid]
     for strides in tile.strides:
         inputs += [None, _vec4(strides, 0)]
+    outputs = [None] * len(op.results)
     if kind == "tangent":
         inputs += [None] * len(op.operands)
+    elif kind == "vjp":
+        inputs += outputs
+        outputs = [None] * len(op.operands)
     adjoint = kind == "adjoint"
     return wp.launch(
-        _overload(op, scalar, tangent=kind == "tangent"),
+        _overload(op, scalar, "forward" if adjoint else kind, flat),
         dim=tile.count,
         inputs=inputs,
-        outputs=[None] * len(op.results),
-        adj_inputs=[_kernels.Grid()] + [None, wp.vec4i()] * len(op.operands) if adjoint else [],
+        outputs=outputs,
+        adj_inputs=[type(grid)()] + [None, wp.vec4i()] * len(op.operands) if adjoint else [],
         adj_outputs=[None] * len(op.results) if adjoint else [],
         adjoint=adjoint,
         device=device,
@@ -353,7 +372,7 @@ def _array_param(ptr: int, element, scalar: type, offset: int, total: int):
 
 
 def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> None:
-    """Launch `kind` ("forward", "tangent" or "adjoint") over every tile. `arrays` lists
+    """Launch `kind` ("forward", "tangent", "vjp" or "adjoint") over every tile. `arrays` lists
     (parameter index, pointer, element shape, adjoint half?, element count, operand) for
     every array parameter: its pointer moves with that operand's tile offset, or with the
     tile's result offset where the operand is None."""
@@ -456,17 +475,21 @@ def vjp(
         deep = len(operands.plan.grid) > _kernels.MAX_GRID_DIMS
         parts = 1 if deep else _parts(operands)
         partials = _partial_sums(operands, grad_buffers, parts)
-        params = _operand_params(operands)
+        cotangent_pointers = [c.ptr for c in cotangent_buffers]
+        if op.vjp_kernel is not None:
+            kind = "vjp"
+            cotangent_params = _result_params(operands, 1 + 2 * n, cotangent_pointers)
+            grad_params = _operand_params(operands, 1 + 2 * n + len(op.results), 1, grad_buffers)
+        else:  # Warp's adjoint: gradients and cotangents fill the adjoint half
+            kind = "adjoint"
+            cotangent_params = _result_params(operands, 1 + 2 * n, cotangent_pointers, True)
+            grad_params = _operand_params(operands, buffers=grad_buffers, adjoint=True)
+        params = _operand_params(operands) + cotangent_params
         params += [
             (index, partials[k].pointer if k in partials else ptr, element, adjoint, total, k)
-            for index, ptr, element, adjoint, total, k in _operand_params(
-                operands, buffers=grad_buffers, adjoint=True
-            )
+            for index, ptr, element, adjoint, total, k in grad_params
         ]
-        params += _result_params(
-            operands, 1 + 2 * n, [c.ptr for c in cotangent_buffers], adjoint=True
-        )
-        _run(operands, "adjoint", params, parts)
+        _run(operands, kind, params, parts)
         for partial in partials.values():
             partial.add_into_total()
     return [None if grad is None else grad[0] for grad in grads]

@@ -58,9 +58,11 @@ class OpSpec:
     """Everything the launch layer and the adapters need to know about one op.
 
     `kernel` reads the operands (each followed by its strides) after a leading `Grid`
-    and writes the results. Its adjoint launch is the op's reverse-mode product (VJP).
-    `tangent_kernel`, when set, is the forward-mode product (JVP): same operands, then
-    their tangents, then the result tangents.
+    and writes the results. `tangent_kernel`, when set, is the forward-mode product
+    (JVP): same operands, then their tangents, then the result tangents. `vjp_kernel`,
+    when set, is the reverse-mode product: same operands, then the result cotangents,
+    then the operands' gradients, which it adds into; without one, the VJP is Warp's
+    adjoint launch of `kernel`.
     """
 
     name: str
@@ -69,6 +71,7 @@ class OpSpec:
     kernel: wp.Kernel
     formula: str
     tangent_kernel: wp.Kernel | None = None
+    vjp_kernel: wp.Kernel | None = None
     differentiable: bool = True
     # cuRobo's optional preallocated buffers, in its order: result buffers, then
     # gradient buffers (the PyTorch adapter's functional API takes them).
@@ -116,6 +119,7 @@ OPS: dict[str, OpSpec] = {
             k.transform_points_kernel,
             "R(q) p + t, where R(q) v = q (0, v) q* (|q|^2 times a rotation).",
             k.transform_points_tangent_kernel,
+            k.transform_points_vjp_kernel,
             result_buffers=("out_points",),
             gradient_buffers=("out_gp", "out_gq", "out_gpt"),
         ),
@@ -126,6 +130,7 @@ OPS: dict[str, OpSpec] = {
             k.transform_points_kernel,
             "R(q_b) p_bn + t_b, where R(q) v = q (0, v) q*.",
             k.transform_points_tangent_kernel,
+            k.transform_points_vjp_kernel,
             result_buffers=("out_points",),
             gradient_buffers=("out_gp", "out_gq", "out_gpt"),
         ),
@@ -136,6 +141,7 @@ OPS: dict[str, OpSpec] = {
             k.transform_points_inverse_kernel,
             "R(q_b)^T (p_bn - t_b), where R(q)^T v = q* (0, v) q.",
             k.transform_points_inverse_tangent_kernel,
+            k.transform_points_inverse_vjp_kernel,
             result_buffers=("out_points",),
             gradient_buffers=("out_gp", "out_gq", "out_gpt"),
         ),
