@@ -29,10 +29,14 @@ MAX_GRID_DIMS = 4
 
 @wp.struct
 class Grid:
-    """The coalesced broadcast batch that one launch covers, innermost dimension first."""
+    """The coalesced broadcast batch that one launch covers, innermost dimension first:
+    `size` launch indices in all, `run` of them per thread for kernels that loop over a
+    run (one per thread for the others)."""
 
     ndim: wp.int32
     shape: wp.vec4i
+    size: wp.int32
+    run: wp.int32
 
 
 @wp.struct
@@ -42,6 +46,14 @@ class FlatGrid:
     branch (a third of the per-point time on CPU)."""
 
     size: wp.int32
+    run: wp.int32
+
+
+@wp.func
+def run_bounds(grid: Any, thread: wp.int32):
+    """The launch indices [first, last) that one thread of a run-looping kernel covers."""
+    first = thread * grid.run
+    return first, wp.min(first + grid.run, grid.size)
 
 
 @wp.func
@@ -257,7 +269,13 @@ def rigid_inverse(rot: Any, trans: Any):
 # --- kernels: one per job ---------------------------------------------------------------
 
 
-@wp.kernel
+# The point transforms loop over a run of points per thread, forming the rotation matrix
+# once per pose they meet rather than once per point (on CPU, where a thread's run is long,
+# that is most of the arithmetic; on a GPU a run is one point). They have VJP kernels, so
+# Warp's adjoint of these loops is never needed.
+
+
+@wp.kernel(enable_backward=False)
 def transform_points_kernel(
     grid: Any,
     position: wp.array(dtype=Any),
@@ -268,15 +286,20 @@ def transform_points_kernel(
     points_strides: wp.vec4i,
     out_points: wp.array(dtype=Any),
 ):
-    i = wp.tid()
-    at = unravel(grid, i)
-    t = position[element_index(at, position_strides)]
-    q = quaternion[element_index(at, quaternion_strides)]
-    p = points[element_index(at, points_strides)]
-    out_points[i] = quat_rotate(q, p) + t
+    first, last = run_bounds(grid, wp.tid())
+    pose = element_index(unravel(grid, first), quaternion_strides)
+    rotation = quat_to_matrix(quaternion[pose])
+    for i in range(first, last):
+        at = unravel(grid, i)
+        iq = element_index(at, quaternion_strides)
+        if iq != pose:
+            pose = iq
+            rotation = quat_to_matrix(quaternion[pose])
+        p = points[element_index(at, points_strides)]
+        out_points[i] = rotation @ p + position[element_index(at, position_strides)]
 
 
-@wp.kernel
+@wp.kernel(enable_backward=False)
 def transform_points_inverse_kernel(
     grid: Any,
     position: wp.array(dtype=Any),
@@ -287,12 +310,17 @@ def transform_points_inverse_kernel(
     points_strides: wp.vec4i,
     out_points: wp.array(dtype=Any),
 ):
-    i = wp.tid()
-    at = unravel(grid, i)
-    t = position[element_index(at, position_strides)]
-    q = quaternion[element_index(at, quaternion_strides)]
-    p = points[element_index(at, points_strides)]
-    out_points[i] = quat_rotate(quat_conjugate(q), p - t)
+    first, last = run_bounds(grid, wp.tid())
+    pose = element_index(unravel(grid, first), quaternion_strides)
+    rotation = quat_to_matrix(quat_conjugate(quaternion[pose]))
+    for i in range(first, last):
+        at = unravel(grid, i)
+        iq = element_index(at, quaternion_strides)
+        if iq != pose:
+            pose = iq
+            rotation = quat_to_matrix(quat_conjugate(quaternion[pose]))
+        p = points[element_index(at, points_strides)]
+        out_points[i] = rotation @ (p - position[element_index(at, position_strides)])
 
 
 @wp.kernel

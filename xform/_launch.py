@@ -41,6 +41,8 @@ Allocator = Callable[[tuple[int, ...], type, str], tuple[Any, int]]
 
 # CPU launches of at least this many elements are split over the thread pool.
 PARALLEL_MIN_ELEMENTS = 1 << 15
+# Launch indices per CPU thread for kernels that loop over runs (a GPU thread takes one).
+CPU_RUN = 256
 THREADS = max(1, os.cpu_count() or 1)
 
 
@@ -324,11 +326,12 @@ def record(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> wp.L
     flat = len(tile.grid) <= 1
     if flat:
         grid = _kernels.FlatGrid()
-        grid.size = tile.count
     else:
         grid = _kernels.Grid()
         grid.ndim = len(tile.grid)
         grid.shape = _vec4(tile.grid, 1)
+    grid.size = tile.count
+    grid.run = CPU_RUN if op.runs and kind == "forward" and device == "cpu" else 1
     inputs: list[Any] = [grid]
     for strides in tile.strides:
         inputs += [None, _vec4(strides, 0)]
@@ -341,7 +344,7 @@ def record(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> wp.L
     adjoint = kind == "adjoint"
     return wp.launch(
         _overload(op, scalar, "forward" if adjoint else kind, flat),
-        dim=tile.count,
+        dim=-(-tile.count // grid.run),
         inputs=inputs,
         outputs=outputs,
         adj_inputs=[type(grid)()] + [None, wp.vec4i()] * len(op.operands) if adjoint else [],

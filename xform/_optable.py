@@ -72,6 +72,8 @@ class OpSpec:
     formula: str
     tangent_kernel: wp.Kernel | None = None
     vjp_kernel: wp.Kernel | None = None
+    # `kernel` loops over a run of `grid.run` launch indices per thread (see _kernels.py).
+    runs: bool = False
     differentiable: bool = True
     # cuRobo's optional preallocated buffers, in its order: result buffers, then
     # gradient buffers (the PyTorch adapter's functional API takes them).
@@ -120,6 +122,7 @@ OPS: dict[str, OpSpec] = {
             "R(q) p + t, where R(q) v = q (0, v) q* (|q|^2 times a rotation).",
             k.transform_points_tangent_kernel,
             k.transform_points_vjp_kernel,
+            runs=True,
             result_buffers=("out_points",),
             gradient_buffers=("out_gp", "out_gq", "out_gpt"),
         ),
@@ -131,6 +134,7 @@ OPS: dict[str, OpSpec] = {
             "R(q_b) p_bn + t_b, where R(q) v = q (0, v) q*.",
             k.transform_points_tangent_kernel,
             k.transform_points_vjp_kernel,
+            runs=True,
             result_buffers=("out_points",),
             gradient_buffers=("out_gp", "out_gq", "out_gpt"),
         ),
@@ -142,6 +146,7 @@ OPS: dict[str, OpSpec] = {
             "R(q_b)^T (p_bn - t_b), where R(q)^T v = q* (0, v) q.",
             k.transform_points_inverse_tangent_kernel,
             k.transform_points_inverse_vjp_kernel,
+            runs=True,
             result_buffers=("out_points",),
             gradient_buffers=("out_gp", "out_gq", "out_gpt"),
         ),
