@@ -82,6 +82,32 @@ def unravel(grid: Grid, launch_index: wp.int32):  # noqa: F811 -- a Warp overloa
 
 
 @wp.func
+def advance(grid: FlatGrid, coordinates: wp.vec4i):
+    """The coordinates of the next launch index."""
+    return wp.vec4i(coordinates[0] + 1, 0, 0, 0)
+
+
+@wp.func
+def advance(grid: Grid, coordinates: wp.vec4i):  # noqa: F811 -- a Warp overload
+    """The coordinates of the next launch index, as an odometer: no division. (Dimensions
+    past `ndim` have extent 1, so they only turn over past the last index.)"""
+    i0 = coordinates[0] + 1
+    i1 = coordinates[1]
+    i2 = coordinates[2]
+    i3 = coordinates[3]
+    if i0 == grid.shape[0]:
+        i0 = 0
+        i1 = i1 + 1
+        if i1 == grid.shape[1]:
+            i1 = 0
+            i2 = i2 + 1
+            if i2 == grid.shape[2]:
+                i2 = 0
+                i3 = i3 + 1
+    return wp.vec4i(i0, i1, i2, i3)
+
+
+@wp.func
 def element_index(coordinates: wp.vec4i, strides: wp.vec4i):
     """Index of the element an operand with these strides contributes at these coordinates."""
     return (
@@ -146,20 +172,6 @@ def quat_rotate_tangent(q: Any, dq: Any, v: Any, dv: Any):
 
 
 @wp.func
-def quat_rotate_vjp(q: Any, v: Any, g: Any):
-    """Pull the cotangent g of R(q) v back to (q, v). <g, R(q) v> is the quadratic form
-    <g, B(q, q) v>, so its gradient in q is twice that of the linear map r -> <g, B(q, r) v>;
-    the gradient in v is R(q)^T g = R(q*) g."""
-    w = q[0]
-    u = vector_part(q)
-    gv = wp.dot(g, v)
-    two = type(w)(2.0)
-    g_w = two * (w * gv + wp.dot(g, wp.cross(u, v)))
-    g_u = two * (wp.dot(u, v) * g + wp.dot(g, u) * v - gv * u + w * wp.cross(v, g))
-    return wp.vector(g_w, g_u[0], g_u[1], g_u[2]), quat_rotate(quat_conjugate(q), g)
-
-
-@wp.func
 def accumulate(gradient: wp.array(dtype=Any), index: wp.int32, value: Any):
     """Add into a gradient that several launch indices may share (a broadcast operand);
     a null array (an unneeded gradient) has length 0 and is skipped."""
@@ -192,6 +204,37 @@ def quat_to_matrix(q: Any):
 @wp.func
 def quat_to_matrix_tangent(q: Any, dq: Any):
     return type(q[0])(2.0) * quat_matrix_polar(q, dq)
+
+
+@wp.func
+def quat_matrix_vjp(q: Any, g: Any):
+    """Pull the cotangent g of the matrix R(q) = B(q, q) back to q: twice the gradient of
+    the linear map r -> <g, B(q, r)>, whose coefficients are read off quat_matrix_polar."""
+    two = type(q[0])(2.0)
+    return two * wp.vector(
+        (g[0, 0] + g[1, 1] + g[2, 2]) * q[0]
+        + (g[2, 1] - g[1, 2]) * q[1]
+        + (g[0, 2] - g[2, 0]) * q[2]
+        + (g[1, 0] - g[0, 1]) * q[3],
+        (g[2, 1] - g[1, 2]) * q[0]
+        + (g[0, 0] - g[1, 1] - g[2, 2]) * q[1]
+        + (g[0, 1] + g[1, 0]) * q[2]
+        + (g[0, 2] + g[2, 0]) * q[3],
+        (g[0, 2] - g[2, 0]) * q[0]
+        + (g[0, 1] + g[1, 0]) * q[1]
+        + (g[1, 1] - g[0, 0] - g[2, 2]) * q[2]
+        + (g[1, 2] + g[2, 1]) * q[3],
+        (g[1, 0] - g[0, 1]) * q[0]
+        + (g[0, 2] + g[2, 0]) * q[1]
+        + (g[1, 2] + g[2, 1]) * q[2]
+        + (g[2, 2] - g[0, 0] - g[1, 1]) * q[3],
+    )
+
+
+@wp.func
+def conjugate_matrix_vjp(q: Any, g: Any):
+    """Pull the cotangent g of the matrix R(q*) = R(q)^T back to q."""
+    return quat_conjugate(quat_matrix_vjp(quat_conjugate(q), g))
 
 
 @wp.func
@@ -289,14 +332,15 @@ def transform_points_kernel(
     first, last = run_bounds(grid, wp.tid())
     pose = element_index(unravel(grid, first), quaternion_strides)
     rotation = quat_to_matrix(quaternion[pose])
+    at = unravel(grid, first)
     for i in range(first, last):
-        at = unravel(grid, i)
         iq = element_index(at, quaternion_strides)
         if iq != pose:
             pose = iq
             rotation = quat_to_matrix(quaternion[pose])
         p = points[element_index(at, points_strides)]
         out_points[i] = rotation @ p + position[element_index(at, position_strides)]
+        at = advance(grid, at)
 
 
 @wp.kernel(enable_backward=False)
@@ -313,14 +357,15 @@ def transform_points_inverse_kernel(
     first, last = run_bounds(grid, wp.tid())
     pose = element_index(unravel(grid, first), quaternion_strides)
     rotation = quat_to_matrix(quat_conjugate(quaternion[pose]))
+    at = unravel(grid, first)
     for i in range(first, last):
-        at = unravel(grid, i)
         iq = element_index(at, quaternion_strides)
         if iq != pose:
             pose = iq
             rotation = quat_to_matrix(quat_conjugate(quaternion[pose]))
         p = points[element_index(at, points_strides)]
         out_points[i] = rotation @ (p - position[element_index(at, position_strides)])
+        at = advance(grid, at)
 
 
 @wp.kernel
@@ -457,6 +502,12 @@ def pose_inverse_kernel(
 # at the operand's own index --------------------------------------------------------------
 
 
+@wp.func
+def zero_vec3(like: Any):
+    zero = type(like)(0.0)
+    return wp.vector(zero, zero, zero)
+
+
 @wp.kernel(enable_backward=False)
 def transform_points_vjp_kernel(
     grid: Any,
@@ -471,15 +522,38 @@ def transform_points_vjp_kernel(
     quaternion_bar: wp.array(dtype=Any),
     points_bar: wp.array(dtype=Any),
 ):
-    i = wp.tid()
-    at = unravel(grid, i)
+    # Over a run, the pose's gradients are sums: g for t, and sum g p^T for R(q), pulled
+    # back to q once per pose. Each point's own gradient is R(q)^T g.
+    first, last = run_bounds(grid, wp.tid())
+    at = unravel(grid, first)
+    it = element_index(at, position_strides)
     iq = element_index(at, quaternion_strides)
-    ip = element_index(at, points_strides)
-    g = out_points_bar[i]
-    q_bar, p_bar = quat_rotate_vjp(quaternion[iq], points[ip], g)
-    accumulate(position_bar, element_index(at, position_strides), g)
-    accumulate(quaternion_bar, iq, q_bar)
-    accumulate(points_bar, ip, p_bar)
+    q = quaternion[iq]
+    rotation_t = wp.transpose(quat_to_matrix(q))
+    zero = zero_vec3(q[0])
+    t_sum = zero
+    r_sum = wp.outer(zero, zero)
+    for i in range(first, last):
+        jt = element_index(at, position_strides)
+        jq = element_index(at, quaternion_strides)
+        if jt != it:
+            accumulate(position_bar, it, t_sum)
+            it = jt
+            t_sum = zero
+        if jq != iq:
+            accumulate(quaternion_bar, iq, quat_matrix_vjp(q, r_sum))
+            iq = jq
+            q = quaternion[iq]
+            rotation_t = wp.transpose(quat_to_matrix(q))
+            r_sum = wp.outer(zero, zero)
+        g = out_points_bar[i]
+        ip = element_index(at, points_strides)
+        t_sum = t_sum + g
+        r_sum = r_sum + wp.outer(g, points[ip])
+        accumulate(points_bar, ip, rotation_t @ g)
+        at = advance(grid, at)
+    accumulate(position_bar, it, t_sum)
+    accumulate(quaternion_bar, iq, quat_matrix_vjp(q, r_sum))
 
 
 @wp.kernel(enable_backward=False)
@@ -496,17 +570,52 @@ def transform_points_inverse_vjp_kernel(
     quaternion_bar: wp.array(dtype=Any),
     points_bar: wp.array(dtype=Any),
 ):
-    i = wp.tid()
-    at = unravel(grid, i)
+    # y = R(q*) d with d = p - t: per point, d's gradient is R(q*)^T g = R(q) g; over a run,
+    # sum g d^T for R(q*) is pulled back to q* once per pose, then conjugated.
+    first, last = run_bounds(grid, wp.tid())
+    at = unravel(grid, first)
     it = element_index(at, position_strides)
     iq = element_index(at, quaternion_strides)
-    ip = element_index(at, points_strides)
-    conjugate_bar, difference_bar = quat_rotate_vjp(
-        quat_conjugate(quaternion[iq]), points[ip] - position[it], out_points_bar[i]
-    )
-    accumulate(position_bar, it, -difference_bar)
-    accumulate(quaternion_bar, iq, quat_conjugate(conjugate_bar))
-    accumulate(points_bar, ip, difference_bar)
+    q = quaternion[iq]
+    rotation = quat_to_matrix(q)
+    zero = zero_vec3(q[0])
+    t_sum = zero
+    r_sum = wp.outer(zero, zero)
+    for i in range(first, last):
+        jt = element_index(at, position_strides)
+        jq = element_index(at, quaternion_strides)
+        if jt != it:
+            accumulate(position_bar, it, t_sum)
+            it = jt
+            t_sum = zero
+        if jq != iq:
+            accumulate(quaternion_bar, iq, conjugate_matrix_vjp(q, r_sum))
+            iq = jq
+            q = quaternion[iq]
+            rotation = quat_to_matrix(q)
+            r_sum = wp.outer(zero, zero)
+        g = out_points_bar[i]
+        ip = element_index(at, points_strides)
+        d_bar = rotation @ g
+        t_sum = t_sum - d_bar
+        r_sum = r_sum + wp.outer(g, points[ip] - position[jt])
+        accumulate(points_bar, ip, d_bar)
+        at = advance(grid, at)
+    accumulate(position_bar, it, t_sum)
+    accumulate(quaternion_bar, iq, conjugate_matrix_vjp(q, r_sum))
+
+
+@wp.kernel(enable_backward=False)
+def quaternion_to_matrix_vjp_kernel(
+    grid: Any,
+    quaternion: wp.array(dtype=Any),
+    quaternion_strides: wp.vec4i,
+    out_matrix_bar: wp.array(dtype=Any),
+    quaternion_bar: wp.array(dtype=Any),
+):
+    i = wp.tid()
+    iq = element_index(unravel(grid, i), quaternion_strides)
+    accumulate(quaternion_bar, iq, quat_matrix_vjp(quaternion[iq], out_matrix_bar[i]))
 
 
 # --- tangent (JVP) kernels: operands and strides as in the forward kernel, then one tangent

@@ -331,7 +331,7 @@ def record(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> wp.L
         grid.ndim = len(tile.grid)
         grid.shape = _vec4(tile.grid, 1)
     grid.size = tile.count
-    grid.run = CPU_RUN if op.runs and kind == "forward" and device == "cpu" else 1
+    grid.run = CPU_RUN if op.runs and kind in ("forward", "vjp") and device == "cpu" else 1
     inputs: list[Any] = [grid]
     for strides in tile.strides:
         inputs += [None, _vec4(strides, 0)]

@@ -72,7 +72,8 @@ class OpSpec:
     formula: str
     tangent_kernel: wp.Kernel | None = None
     vjp_kernel: wp.Kernel | None = None
-    # `kernel` loops over a run of `grid.run` launch indices per thread (see _kernels.py).
+    # `kernel` and `vjp_kernel` loop over a run of `grid.run` launch indices per thread
+    # (see _kernels.py).
     runs: bool = False
     differentiable: bool = True
     # cuRobo's optional preallocated buffers, in its order: result buffers, then
@@ -174,6 +175,7 @@ OPS: dict[str, OpSpec] = {
             "The matrix of v -> q (0, v) q*: entries are quadratic in q, and equal |q|^2 "
             "times the rotation matrix of q / |q|.",
             k.quaternion_to_matrix_tangent_kernel,
+            k.quaternion_to_matrix_vjp_kernel,
             result_buffers=("out_mat",),
             gradient_buffers=("adj_quaternion",),
         ),
