@@ -31,6 +31,7 @@ import inspect
 from collections.abc import Sequence
 
 import torch
+import torch.autograd.forward_ad as forward_ad
 import warp as wp
 
 from xform import _launch
@@ -433,6 +434,8 @@ def _make_functional(op: OpSpec):
         _check_operand_types(op, operands)
         if torch.compiler.is_compiling():
             return _compiled_call(custom, operands, buffers[: len(result_names)])
+        if _untracked((*operands, *buffers)):
+            return function_class.forward(*operands, *buffers)
         return function_class.apply(*operands, *buffers)
 
     functional.__name__ = functional.__qualname__ = op.name
@@ -445,6 +448,17 @@ def _make_functional(op: OpSpec):
         else "",
     )
     return functional
+
+
+def _untracked(tensors) -> bool:
+    """Whether no autograd, forward-mode AD or torch.func transform can see a call on
+    these tensors (None allowed), so that it may skip `Function.apply`, about 100 µs of a
+    small call. Both levels are private torch state: where they are missing, False."""
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        return False
+    forward_level = getattr(forward_ad, "_current_level", 0)
+    functorch_level = getattr(torch._C._functorch, "maybe_current_level", lambda: 0)()
+    return forward_level < 0 and functorch_level is None
 
 
 def _check_operand_types(op: OpSpec, operands) -> None:

@@ -181,6 +181,21 @@ def test_jacfwd_and_jacrev_agree(name, rng):
             torch.testing.assert_close(f, r, rtol=1e-12, atol=1e-12)
 
 
+def test_calls_that_no_autograd_sees_build_no_graph(rng):
+    """Without grad mode or inputs that require grad, a call skips Function.apply; with
+    them, it records its node. (Dual numbers without requires_grad: the next test.)"""
+    args = random_args("batch_transform_points", [(2,), (2,), (2, 5)], rng)
+    inputs = tensors(args, requires_grad=True)
+    with torch.no_grad():
+        untracked = xt.batch_transform_points(*inputs)
+    plain = xt.batch_transform_points(*tensors(args))
+    tracked = xt.batch_transform_points(*inputs)
+    assert untracked.grad_fn is None and plain.grad_fn is None
+    assert tracked.grad_fn is not None
+    for out in (untracked, plain, tracked):
+        np.testing.assert_array_equal(out.detach().numpy(), xform.batch_transform_points(*args))
+
+
 def test_forward_ad_dual_numbers(rng):
     import torch.autograd.forward_ad as fwAD
 
