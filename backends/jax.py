@@ -70,7 +70,7 @@ def _callback(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...]):
             _launch.jvp(operands, arrays[n : 2 * n], allocate, scratch_zeros)
         else:  # the adjoint accumulates into zeroed outputs
             cotangents = arrays[n : n + len(op.results)]
-            _launch.vjp(operands, cotangents, allocate_zeros, needed)
+            _launch.vjp(operands, cotangents, allocate_zeros, needed, allocate)
 
     return run
 

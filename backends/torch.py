@@ -67,7 +67,8 @@ def _zeros(shape, scalar, device):
 
 
 def _into(buffers: Sequence[torch.Tensor | None], fallback):
-    """An allocator that hands out the caller's buffers in order (None: a new tensor)."""
+    """An allocator that hands out the caller's buffers in order (None: a new tensor);
+    allocators made from one iterator share its order."""
     queue = iter(buffers)
 
     def allocate(shape, scalar, device):
@@ -160,10 +161,15 @@ def _vjp(op: OpSpec, operands, cotangents, needed, prefix: int = 0, buffers=()):
         for buffer in buffers:
             if buffer is not None:
                 buffer.zero_()
-        allocate = _into(
-            [b for b, need in zip(buffers or [None] * len(needed), needed) if need], _zeros
+        # One queue: gradients come in operand order, zero-filled or not.
+        queue = iter([b for b, need in zip(buffers or [None] * len(needed), needed) if need])
+        return _launch.vjp(
+            prepared,
+            [_buffer(g) for g in cotangents],
+            _into(queue, _zeros),
+            needed,
+            _into(queue, _empty),
         )
-        return _launch.vjp(prepared, [_buffer(g) for g in cotangents], allocate, needed)
 
 
 def _jvp(op: OpSpec, operands, tangents, prefix: int = 0):

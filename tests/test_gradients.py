@@ -105,10 +105,24 @@ def test_parallel_adjoint_equals_the_serial_one(name, leadings, rng, monkeypatch
 @pytest.mark.parametrize(**op_cases(HAND_WRITTEN_VJP))
 def test_hand_written_vjp_is_the_transpose_of_the_tangent_kernel(name, leadings, rng):
     """Column by column: the k-th entry of J^T g is <g, J e_k>, from the tangent kernel
-    (separate code, itself checked against finite differences) along each unit input."""
+    (separate code, itself checked against finite differences) along each unit input.
+    Gradients of dense operands are stored, not added, into arrays that are never
+    zeroed: here they start as NaN, so an element left unwritten would show, and an
+    operand wrongly taken as dense would lose the sum over its broadcast."""
+    from xform import _launch
+
     args = random_args(name, leadings, rng)
     cotangents = tuple(rng.normal(size=r.shape) for r in as_tuple(getattr(xform, name)(*args)))
-    grads = xform.vjp(name, args, cotangents)
+
+    def filled(value):
+        def allocate(shape, scalar, device):
+            array = np.full(shape, value)
+            return array, array.ctypes.data
+
+        return allocate
+
+    operands = _launch.prepare(xform.OPS[name], args)
+    grads = _launch.vjp(operands, cotangents, filled(0.0), allocate=filled(np.nan))
     for k, (arg, grad) in enumerate(zip(args, grads)):
         expected = np.zeros_like(arg)
         for index in np.ndindex(arg.shape):

@@ -270,8 +270,8 @@ def test_needs_input_grad_skips_unrequested_gradients(rng, monkeypatch):
     monkeypatch.setattr(
         _launch,
         "vjp",
-        lambda ops, cot, alloc, needed=None: (
-            seen.append(tuple(needed)) or real(ops, cot, alloc, needed)
+        lambda ops, cot, zeros, needed=None, empty=None: (
+            seen.append(tuple(needed)) or real(ops, cot, zeros, needed, empty)
         ),
     )
     t, q, p = tensors(random_args("transform_points", [(1,), (1,), (5,)], rng))

@@ -103,7 +103,8 @@ def vjp(name: str, args: Sequence[Any], cotangents) -> tuple:
     if len(cotangents) != len(op.results):
         raise ValueError(f"{name}: expected {len(op.results)} cotangents, got {len(cotangents)}")
     operands = _launch.prepare(op, args)
-    return tuple(_launch.vjp(operands, cotangents, ALLOCATORS[kind][1]))
+    empty, zeros = ALLOCATORS[kind]
+    return tuple(_launch.vjp(operands, cotangents, zeros, allocate=empty))
 
 
 def jvp(name: str, args: Sequence[Any], tangents: Sequence[Any]):

@@ -31,12 +31,15 @@ MAX_GRID_DIMS = 4
 class Grid:
     """The coalesced broadcast batch that one launch covers, innermost dimension first:
     `size` launch indices in all, `run` of them per thread for kernels that loop over a
-    run (one per thread for the others)."""
+    run (one per thread for the others). Bit k of `dense` is set when operand k has one
+    element per launch index of the whole batch (it is not broadcast): a VJP kernel then
+    stores that operand's gradient instead of adding into it."""
 
     ndim: wp.int32
     shape: wp.vec4i
     size: wp.int32
     run: wp.int32
+    dense: wp.int32
 
 
 @wp.struct
@@ -47,6 +50,7 @@ class FlatGrid:
 
     size: wp.int32
     run: wp.int32
+    dense: wp.int32
 
 
 @wp.func
@@ -172,11 +176,20 @@ def quat_rotate_tangent(q: Any, dq: Any, v: Any, dv: Any):
 
 
 @wp.func
-def accumulate(gradient: wp.array(dtype=Any), index: wp.int32, value: Any):
-    """Add into a gradient that several launch indices may share (a broadcast operand);
-    a null array (an unneeded gradient) has length 0 and is skipped."""
+def dense(grid: Any, operand: wp.int32):
+    return (grid.dense >> operand) & 1 != 0
+
+
+@wp.func
+def accumulate(gradient: wp.array(dtype=Any), index: wp.int32, value: Any, store: bool):
+    """Add into a gradient that several launch indices may share (a broadcast operand),
+    or store into one that only this index writes (`store`, no zero-fill needed); a null
+    array (an unneeded gradient) has length 0 and is skipped."""
     if gradient.shape[0] > 0:
-        wp.atomic_add(gradient, index, value)
+        if store:
+            gradient[index] = value
+        else:
+            wp.atomic_add(gradient, index, value)
 
 
 @wp.func
@@ -537,11 +550,11 @@ def transform_points_vjp_kernel(
         jt = element_index(at, position_strides)
         jq = element_index(at, quaternion_strides)
         if jt != it:
-            accumulate(position_bar, it, t_sum)
+            accumulate(position_bar, it, t_sum, dense(grid, 0))
             it = jt
             t_sum = zero
         if jq != iq:
-            accumulate(quaternion_bar, iq, quat_matrix_vjp(q, r_sum))
+            accumulate(quaternion_bar, iq, quat_matrix_vjp(q, r_sum), dense(grid, 1))
             iq = jq
             q = quaternion[iq]
             rotation_t = wp.transpose(quat_to_matrix(q))
@@ -550,10 +563,10 @@ def transform_points_vjp_kernel(
         ip = element_index(at, points_strides)
         t_sum = t_sum + g
         r_sum = r_sum + wp.outer(g, points[ip])
-        accumulate(points_bar, ip, rotation_t @ g)
+        accumulate(points_bar, ip, rotation_t @ g, dense(grid, 2))
         at = advance(grid, at)
-    accumulate(position_bar, it, t_sum)
-    accumulate(quaternion_bar, iq, quat_matrix_vjp(q, r_sum))
+    accumulate(position_bar, it, t_sum, dense(grid, 0))
+    accumulate(quaternion_bar, iq, quat_matrix_vjp(q, r_sum), dense(grid, 1))
 
 
 @wp.kernel(enable_backward=False)
@@ -585,11 +598,11 @@ def transform_points_inverse_vjp_kernel(
         jt = element_index(at, position_strides)
         jq = element_index(at, quaternion_strides)
         if jt != it:
-            accumulate(position_bar, it, t_sum)
+            accumulate(position_bar, it, t_sum, dense(grid, 0))
             it = jt
             t_sum = zero
         if jq != iq:
-            accumulate(quaternion_bar, iq, conjugate_matrix_vjp(q, r_sum))
+            accumulate(quaternion_bar, iq, conjugate_matrix_vjp(q, r_sum), dense(grid, 1))
             iq = jq
             q = quaternion[iq]
             rotation = quat_to_matrix(q)
@@ -599,10 +612,10 @@ def transform_points_inverse_vjp_kernel(
         d_bar = rotation @ g
         t_sum = t_sum - d_bar
         r_sum = r_sum + wp.outer(g, points[ip] - position[jt])
-        accumulate(points_bar, ip, d_bar)
+        accumulate(points_bar, ip, d_bar, dense(grid, 2))
         at = advance(grid, at)
-    accumulate(position_bar, it, t_sum)
-    accumulate(quaternion_bar, iq, conjugate_matrix_vjp(q, r_sum))
+    accumulate(position_bar, it, t_sum, dense(grid, 0))
+    accumulate(quaternion_bar, iq, conjugate_matrix_vjp(q, r_sum), dense(grid, 1))
 
 
 @wp.kernel(enable_backward=False)
@@ -615,7 +628,8 @@ def quaternion_to_matrix_vjp_kernel(
 ):
     i = wp.tid()
     iq = element_index(unravel(grid, i), quaternion_strides)
-    accumulate(quaternion_bar, iq, quat_matrix_vjp(quaternion[iq], out_matrix_bar[i]))
+    q_bar = quat_matrix_vjp(quaternion[iq], out_matrix_bar[i])
+    accumulate(quaternion_bar, iq, q_bar, dense(grid, 0))
 
 
 # --- tangent (JVP) kernels: operands and strides as in the forward kernel, then one tangent

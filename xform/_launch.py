@@ -233,13 +233,25 @@ for _op in OPS.values():
 @dataclass(frozen=True)
 class Tile:
     """One launch: its grid (innermost first), per-operand strides, the element offset of
-    each operand and of the results, and its size."""
+    each operand and of the results, its size, and which operands are dense (bit k:
+    operand k has one element per launch index of the whole plan)."""
 
     grid: tuple[int, ...]
     strides: tuple[tuple[int, ...], ...]
     offsets: tuple[int, ...]
     result_offset: int
     count: int
+    dense: int = 0
+
+
+def dense_operands(plan: LaunchPlan) -> int:
+    """Bit mask of the operands that no two launch indices share: no zero stride along a
+    dimension of extent > 1, over the whole plan (tiles may split it)."""
+    return sum(
+        1 << k
+        for k, strides in enumerate(plan.strides)
+        if all(s != 0 or extent == 1 for s, extent in zip(strides, plan.grid))
+    )
 
 
 @functools.lru_cache(maxsize=1024)
@@ -271,6 +283,7 @@ def _tiles(plan: LaunchPlan, parts: int) -> tuple[Tile, ...]:
                     ),
                     flat * inner_count + start * math.prod(inner[1:]),
                     math.prod(grid),
+                    dense_operands(plan),
                 )
             )
     return tuple(tiles)
@@ -307,7 +320,7 @@ def _recorded(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> w
     cache = getattr(_local, "launches", None)
     if cache is None:
         cache = _local.launches = collections.OrderedDict()
-    key = (op.name, kind, scalar, device, tile.grid, tile.strides, tile.count)
+    key = (op.name, kind, scalar, device, tile.grid, tile.strides, tile.count, tile.dense)
     launch = cache.get(key)
     if launch is not None:
         cache.move_to_end(key)
@@ -332,6 +345,7 @@ def record(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> wp.L
         grid.shape = _vec4(tile.grid, 1)
     grid.size = tile.count
     grid.run = CPU_RUN if op.runs and kind in ("forward", "vjp") and device == "cpu" else 1
+    grid.dense = tile.dense
     inputs: list[Any] = [grid]
     for strides in tile.strides:
         inputs += [None, _vec4(strides, 0)]
@@ -448,12 +462,15 @@ def vjp(
     cotangents: Sequence[Any | None],
     allocate_zeros: Allocator,
     needed: Sequence[bool] | None = None,
+    allocate: Allocator | None = None,
 ) -> list[Any | None]:
     """Reverse-mode product: for each operand, the sum over the broadcast batch of the
     cotangents pulled back through the op (None where not differentiable or not needed).
 
     `cotangents` has one entry per result (None means zero); `allocate_zeros` returns
-    zero-filled arrays, into which the adjoint kernel accumulates.
+    zero-filled arrays, into which the kernels accumulate. Given `allocate` (arrays left
+    as they are), a hand-written VJP kernel's gradient of a dense operand, which it
+    stores rather than adds, skips the zero-fill.
     """
     op = operands.op
     if not op.differentiable:
@@ -461,9 +478,14 @@ def vjp(
     if needed is None:
         needed = [o.differentiable for o in op.operands]
     needed = [bool(n) and o.differentiable for n, o in zip(needed, op.operands)]
+    dense = dense_operands(operands.plan) if op.vjp_kernel is not None and allocate else 0
     grads = [
-        allocate_zeros(shape, operands.scalar, operands.device) if need else None
-        for need, shape in zip(needed, operands.shapes)
+        None
+        if not need
+        else (allocate if dense >> k & 1 else allocate_zeros)(
+            shape, operands.scalar, operands.device
+        )
+        for k, (need, shape) in enumerate(zip(needed, operands.shapes))
     ]
     cotangent_buffers = [
         _cotangent(operands, k, g, allocate_zeros) for k, g in enumerate(cotangents)
