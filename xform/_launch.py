@@ -411,7 +411,11 @@ def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> 
         launch.launch(stream)
 
     if len(tiles) > 1 and parts > 1:
-        list(_thread_pool().map(launch_tile, range(len(tiles))))
+        # The calling thread takes the first tile: one hand-off fewer.
+        pending = [_thread_pool().submit(launch_tile, k) for k in range(1, len(tiles))]
+        launch_tile(0)
+        for future in pending:
+            future.result()
     else:
         for k in range(len(tiles)):
             launch_tile(k)
