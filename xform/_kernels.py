@@ -328,7 +328,47 @@ def rigid_inverse(rot: Any, trans: Any):
 # The point transforms loop over a run of points per thread, forming the rotation matrix
 # once per pose they meet rather than once per point (on CPU, where a thread's run is long,
 # that is most of the arithmetic; on a GPU a run is one point). They have VJP kernels, so
-# Warp's adjoint of these loops is never needed.
+# Warp's adjoint of these loops is never needed. One function serves the transform and
+# its inverse, y = R p + t and y = R^T (p - t) with R = R(q); its kernels fix `inverse`.
+
+
+@wp.func
+def pose_rotation(q: Any, transpose: bool):
+    """R(q), or R(q)^T = R(q*)."""
+    if transpose:
+        return quat_to_matrix(quat_conjugate(q))
+    return quat_to_matrix(q)
+
+
+@wp.func
+def transform_points_run(
+    grid: Any,
+    thread: wp.int32,
+    position: wp.array(dtype=Any),
+    position_strides: wp.vec4i,
+    quaternion: wp.array(dtype=Any),
+    quaternion_strides: wp.vec4i,
+    points: wp.array(dtype=Any),
+    points_strides: wp.vec4i,
+    out_points: wp.array(dtype=Any),
+    inverse: bool,
+):
+    first, last = run_bounds(grid, thread)
+    at = unravel(grid, first)
+    pose = element_index(at, quaternion_strides)
+    rotation = pose_rotation(quaternion[pose], inverse)
+    for i in range(first, last):
+        iq = element_index(at, quaternion_strides)
+        if iq != pose:
+            pose = iq
+            rotation = pose_rotation(quaternion[pose], inverse)
+        p = points[element_index(at, points_strides)]
+        t = position[element_index(at, position_strides)]
+        if inverse:
+            out_points[i] = rotation @ (p - t)
+        else:
+            out_points[i] = rotation @ p + t
+        at = advance(grid, at)
 
 
 @wp.kernel(enable_backward=False)
@@ -342,18 +382,10 @@ def transform_points_kernel(
     points_strides: wp.vec4i,
     out_points: wp.array(dtype=Any),
 ):
-    first, last = run_bounds(grid, wp.tid())
-    pose = element_index(unravel(grid, first), quaternion_strides)
-    rotation = quat_to_matrix(quaternion[pose])
-    at = unravel(grid, first)
-    for i in range(first, last):
-        iq = element_index(at, quaternion_strides)
-        if iq != pose:
-            pose = iq
-            rotation = quat_to_matrix(quaternion[pose])
-        p = points[element_index(at, points_strides)]
-        out_points[i] = rotation @ p + position[element_index(at, position_strides)]
-        at = advance(grid, at)
+    transform_points_run(
+        grid, wp.tid(), position, position_strides, quaternion, quaternion_strides,
+        points, points_strides, out_points, False,
+    )  # fmt: skip
 
 
 @wp.kernel(enable_backward=False)
@@ -367,18 +399,10 @@ def transform_points_inverse_kernel(
     points_strides: wp.vec4i,
     out_points: wp.array(dtype=Any),
 ):
-    first, last = run_bounds(grid, wp.tid())
-    pose = element_index(unravel(grid, first), quaternion_strides)
-    rotation = quat_to_matrix(quat_conjugate(quaternion[pose]))
-    at = unravel(grid, first)
-    for i in range(first, last):
-        iq = element_index(at, quaternion_strides)
-        if iq != pose:
-            pose = iq
-            rotation = quat_to_matrix(quat_conjugate(quaternion[pose]))
-        p = points[element_index(at, points_strides)]
-        out_points[i] = rotation @ (p - position[element_index(at, position_strides)])
-        at = advance(grid, at)
+    transform_points_run(
+        grid, wp.tid(), position, position_strides, quaternion, quaternion_strides,
+        points, points_strides, out_points, True,
+    )  # fmt: skip
 
 
 @wp.kernel
@@ -521,6 +545,71 @@ def zero_vec3(like: Any):
     return wp.vector(zero, zero, zero)
 
 
+@wp.func
+def rotation_vjp(q: Any, g: Any, transpose: bool):
+    """Pull the cotangent g of pose_rotation(q, transpose) back to q."""
+    if transpose:
+        return conjugate_matrix_vjp(q, g)
+    return quat_matrix_vjp(q, g)
+
+
+@wp.func
+def transform_points_vjp_run(
+    grid: Any,
+    thread: wp.int32,
+    position: wp.array(dtype=Any),
+    position_strides: wp.vec4i,
+    quaternion: wp.array(dtype=Any),
+    quaternion_strides: wp.vec4i,
+    points: wp.array(dtype=Any),
+    points_strides: wp.vec4i,
+    out_points_bar: wp.array(dtype=Any),
+    position_bar: wp.array(dtype=Any),
+    quaternion_bar: wp.array(dtype=Any),
+    points_bar: wp.array(dtype=Any),
+    inverse: bool,
+):
+    # Per point, p's gradient is the rotation's transpose applied to g (R^T g, or R g for
+    # the inverse), and t's is g (or minus p's). Over a run, the pose's gradients are
+    # sums, pulled back to q once per pose: sum g v^T is the matrix's, with v = p (or
+    # p - t) the vector it multiplies.
+    first, last = run_bounds(grid, thread)
+    at = unravel(grid, first)
+    it = element_index(at, position_strides)
+    iq = element_index(at, quaternion_strides)
+    q = quaternion[iq]
+    back = pose_rotation(q, not inverse)
+    zero = zero_vec3(q[0])
+    t_sum = zero
+    r_sum = wp.outer(zero, zero)
+    for i in range(first, last):
+        jt = element_index(at, position_strides)
+        jq = element_index(at, quaternion_strides)
+        if jt != it:
+            accumulate(position_bar, it, t_sum, dense(grid, 0))
+            it = jt
+            t_sum = zero
+        if jq != iq:
+            accumulate(quaternion_bar, iq, rotation_vjp(q, r_sum, inverse), dense(grid, 1))
+            iq = jq
+            q = quaternion[iq]
+            back = pose_rotation(q, not inverse)
+            r_sum = wp.outer(zero, zero)
+        g = out_points_bar[i]
+        ip = element_index(at, points_strides)
+        p_bar = back @ g
+        if inverse:
+            t_sum = t_sum - p_bar
+            r_sum = r_sum + wp.outer(g, points[ip] - position[jt])
+        else:
+            t_sum = t_sum + g
+            r_sum = r_sum + wp.outer(g, points[ip])
+        accumulate(points_bar, ip, p_bar, dense(grid, 2))
+        at = advance(grid, at)
+    accumulate(position_bar, it, t_sum, dense(grid, 0))
+    accumulate(quaternion_bar, iq, rotation_vjp(q, r_sum, inverse), dense(grid, 1))
+
+
 @wp.kernel(enable_backward=False)
 def transform_points_vjp_kernel(
     grid: Any,
@@ -535,38 +624,11 @@ def transform_points_vjp_kernel(
     quaternion_bar: wp.array(dtype=Any),
     points_bar: wp.array(dtype=Any),
 ):
-    # Over a run, the pose's gradients are sums: g for t, and sum g p^T for R(q), pulled
-    # back to q once per pose. Each point's own gradient is R(q)^T g.
-    first, last = run_bounds(grid, wp.tid())
-    at = unravel(grid, first)
-    it = element_index(at, position_strides)
-    iq = element_index(at, quaternion_strides)
-    q = quaternion[iq]
-    rotation_t = wp.transpose(quat_to_matrix(q))
-    zero = zero_vec3(q[0])
-    t_sum = zero
-    r_sum = wp.outer(zero, zero)
-    for i in range(first, last):
-        jt = element_index(at, position_strides)
-        jq = element_index(at, quaternion_strides)
-        if jt != it:
-            accumulate(position_bar, it, t_sum, dense(grid, 0))
-            it = jt
-            t_sum = zero
-        if jq != iq:
-            accumulate(quaternion_bar, iq, quat_matrix_vjp(q, r_sum), dense(grid, 1))
-            iq = jq
-            q = quaternion[iq]
-            rotation_t = wp.transpose(quat_to_matrix(q))
-            r_sum = wp.outer(zero, zero)
-        g = out_points_bar[i]
-        ip = element_index(at, points_strides)
-        t_sum = t_sum + g
-        r_sum = r_sum + wp.outer(g, points[ip])
-        accumulate(points_bar, ip, rotation_t @ g, dense(grid, 2))
-        at = advance(grid, at)
-    accumulate(position_bar, it, t_sum, dense(grid, 0))
-    accumulate(quaternion_bar, iq, quat_matrix_vjp(q, r_sum), dense(grid, 1))
+    transform_points_vjp_run(
+        grid, wp.tid(), position, position_strides, quaternion, quaternion_strides,
+        points, points_strides, out_points_bar, position_bar, quaternion_bar, points_bar,
+        False,
+    )  # fmt: skip
 
 
 @wp.kernel(enable_backward=False)
@@ -583,39 +645,11 @@ def transform_points_inverse_vjp_kernel(
     quaternion_bar: wp.array(dtype=Any),
     points_bar: wp.array(dtype=Any),
 ):
-    # y = R(q*) d with d = p - t: per point, d's gradient is R(q*)^T g = R(q) g; over a run,
-    # sum g d^T for R(q*) is pulled back to q* once per pose, then conjugated.
-    first, last = run_bounds(grid, wp.tid())
-    at = unravel(grid, first)
-    it = element_index(at, position_strides)
-    iq = element_index(at, quaternion_strides)
-    q = quaternion[iq]
-    rotation = quat_to_matrix(q)
-    zero = zero_vec3(q[0])
-    t_sum = zero
-    r_sum = wp.outer(zero, zero)
-    for i in range(first, last):
-        jt = element_index(at, position_strides)
-        jq = element_index(at, quaternion_strides)
-        if jt != it:
-            accumulate(position_bar, it, t_sum, dense(grid, 0))
-            it = jt
-            t_sum = zero
-        if jq != iq:
-            accumulate(quaternion_bar, iq, conjugate_matrix_vjp(q, r_sum), dense(grid, 1))
-            iq = jq
-            q = quaternion[iq]
-            rotation = quat_to_matrix(q)
-            r_sum = wp.outer(zero, zero)
-        g = out_points_bar[i]
-        ip = element_index(at, points_strides)
-        d_bar = rotation @ g
-        t_sum = t_sum - d_bar
-        r_sum = r_sum + wp.outer(g, points[ip] - position[jt])
-        accumulate(points_bar, ip, d_bar, dense(grid, 2))
-        at = advance(grid, at)
-    accumulate(position_bar, it, t_sum, dense(grid, 0))
-    accumulate(quaternion_bar, iq, conjugate_matrix_vjp(q, r_sum), dense(grid, 1))
+    transform_points_vjp_run(
+        grid, wp.tid(), position, position_strides, quaternion, quaternion_strides,
+        points, points_strides, out_points_bar, position_bar, quaternion_bar, points_bar,
+        True,
+    )  # fmt: skip
 
 
 @wp.kernel(enable_backward=False)
