@@ -1,13 +1,15 @@
 """JAX adapter: every op of xform's table as JAX primitives, generated from the table.
 
-Each op is three primitives that run the core's kernels through the XLA FFI
-(`warp.jax_callable`), so that under `jax.jit` they execute inside the compiled program
-on XLA's own buffers, with no copy:
+Each op is three primitives that run the core's kernels through the XLA FFI, so that
+under `jax.jit` they execute inside the compiled program on XLA's own buffers, with no
+copy. On CPU the FFI target is xform's own (a ctypes callback that reads XLA's call frame
+straight into the core's buffers: half the per-call cost of building Warp arrays); on
+CUDA it is `warp.jax_callable`, which also finds XLA's stream.
 
 - `xform_<op>`: the op. Its JVP rule calls
 - `xform_<op>_tangent`: the tangent kernel, linear in the tangents. Its transpose rule
   (what `jax.grad`, `jax.vjp` and `jax.linearize` need) calls
-- `xform_<op>_vjp`: Warp's adjoint of the op's kernel.
+- `xform_<op>_vjp`: the op's VJP kernel (or Warp's adjoint of its kernel).
 
 So forward mode (`jax.jvp`, `jax.jacfwd`) and reverse mode (`jax.grad`, `jax.jacrev`)
 both come from the same kernels. Every primitive has a batching rule that moves the
@@ -21,8 +23,10 @@ SPEC's messages. float32 by default; float64 under `jax_enable_x64`.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import inspect
+import math
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +34,7 @@ import numpy as np
 import warp as wp
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
+from warp._src.jax import xla_ffi
 
 from xform import _launch
 from xform._layout import result_shapes
@@ -42,37 +47,106 @@ __all__ = list(OPS)
 
 
 @functools.cache
-def _callback(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...]):
-    """The Python function the FFI call runs: Warp arrays in (views of XLA's buffers),
-    the core's launch, results written into XLA's output buffers."""
+def _product(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...]):
+    """What an FFI call runs: `run(inputs, outputs)`, with the inputs as arrays the core
+    reads (Warp arrays or Buffers over XLA's memory) and each output as (pointer, a
+    function that zero-fills it), which the core's launch writes."""
     n = len(op.operands)
 
-    def run(*arrays):
-        outputs = iter(arrays[len(arrays) - _result_count(op, product, needed) :])
+    def run(inputs, outputs):
+        queue = iter(outputs)
 
         def allocate(shape, scalar, device):
-            out = next(outputs)
-            return out, out.ptr
+            return None, next(queue)[0]
 
         def allocate_zeros(shape, scalar, device):
-            out, ptr = allocate(shape, scalar, device)
-            out.zero_()
-            return out, ptr
+            ptr, zero = next(queue)
+            zero()
+            return None, ptr
 
         def scratch_zeros(shape, scalar, device):
             array = wp.zeros(shape, dtype=scalar, device=device)
             return array, array.ptr
 
-        operands = _launch.prepare(op, arrays[:n], prefix)
+        operands = _launch.prepare(op, inputs[:n], prefix)
         if product == "forward":
             _launch.forward(operands, allocate)
         elif product == "tangent":
-            _launch.jvp(operands, arrays[n : 2 * n], allocate, scratch_zeros)
-        else:  # the adjoint accumulates into zeroed outputs
-            cotangents = arrays[n : n + len(op.results)]
+            _launch.jvp(operands, inputs[n : 2 * n], allocate, scratch_zeros)
+        else:
+            cotangents = inputs[n : n + len(op.results)]
             _launch.vjp(operands, cotangents, allocate_zeros, needed, allocate)
 
     return run
+
+
+@functools.cache
+def _callback(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...]):
+    """The function a `warp.jax_callable` runs: Warp arrays in (views of XLA's buffers,
+    inputs then outputs)."""
+    run = _product(op, product, prefix, needed)
+    count = _result_count(op, product, needed)
+
+    def callback(*arrays):
+        run(arrays[: len(arrays) - count], [(a.ptr, a.zero_) for a in arrays[-count:]])
+
+    return callback
+
+
+# --- xform's own CPU FFI target ----------------------------------------------------------
+
+_FFI_DTYPES = {xla_ffi.XLA_FFI_DataType.F32: "float32", xla_ffi.XLA_FFI_DataType.F64: "float64"}
+_FFI_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(xla_ffi.XLA_FFI_CallFrame))
+_FFI_BUFFERS = ctypes.POINTER(ctypes.POINTER(xla_ffi.XLA_FFI_Buffer))
+_cpu_callbacks = {}  # the ctypes callbacks XLA holds pointers to, kept alive
+
+
+def _ffi_buffers(pointers, count: int) -> list[_launch.Buffer]:
+    """The core's Buffers over XLA buffers (a call frame's arguments or results)."""
+    buffers = []
+    for k in range(count):
+        b = ctypes.cast(pointers, _FFI_BUFFERS)[k].contents
+        buffers.append(
+            _launch.Buffer(b.data or 0, tuple(b.dims[: b.rank]), _FFI_DTYPES[b.dtype], "cpu", None)
+        )
+    return buffers
+
+
+def _zero_fill(buffer: _launch.Buffer) -> None:
+    ctypes.memset(buffer.ptr, 0, np.dtype(buffer.dtype).itemsize * math.prod(buffer.shape))
+
+
+@functools.cache
+def _cpu_target(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...]) -> str:
+    """The name of a CPU FFI target that runs one product of `op`, registered once."""
+    name = f"xform_cpu_{op.name}_{product}_{prefix}_" + "".join("1" if x else "0" for x in needed)
+    run = _product(op, product, prefix, needed)
+
+    def callback(frame_pointer):
+        frame = frame_pointer.contents
+        try:
+            if frame.extension_start:  # XLA's first call asks for the API version
+                extension = frame.extension_start.contents
+                if extension.type == xla_ffi.XLA_FFI_Extension_Type.Metadata:
+                    metadata = ctypes.cast(
+                        frame.extension_start, ctypes.POINTER(xla_ffi.XLA_FFI_Metadata_Extension)
+                    ).contents.metadata.contents
+                    metadata.api_version.major_version = 0
+                    metadata.api_version.minor_version = 1
+                    return None
+            outputs = _ffi_buffers(frame.rets.rets, frame.rets.size)
+            inputs = _ffi_buffers(frame.args.args, frame.args.size)
+            run(inputs, [(b.ptr, functools.partial(_zero_fill, b)) for b in outputs])
+            return None
+        except Exception as exc:  # an exception must not unwind through XLA's C frames
+            return xla_ffi.create_ffi_error(
+                frame.api, xla_ffi.XLA_FFI_Error_Code.INTERNAL, f"{name}: {exc!r}"
+            )
+
+    c_callback = _cpu_callbacks[name] = _FFI_CALLBACK(callback)
+    capsule = jax.ffi.pycapsule(ctypes.cast(c_callback, ctypes.c_void_p).value)
+    jax.ffi.register_ffi_target(name, capsule, platform="cpu")
+    return name
 
 
 def _result_count(op: OpSpec, product: str, needed) -> int:
@@ -112,8 +186,9 @@ def call_ffi(callable_, inputs, out_shapes):
     return list(callable_(*inputs, output_dims=dict(zip(names, out_shapes))))
 
 
-def _run(op: OpSpec, product: str, prefix: int, needed, inputs, out_shapes):
-    """Run one product through the FFI, or without a launch when nothing is to compute."""
+def _run(op: OpSpec, product: str, prefix: int, needed, inputs, out_shapes, cpu=False):
+    """Run one product through the FFI (xform's own CPU target where `cpu`), or without a
+    launch when nothing is to compute."""
     dtype = inputs[0].dtype
     if not out_shapes:
         return []
@@ -121,6 +196,9 @@ def _run(op: OpSpec, product: str, prefix: int, needed, inputs, out_shapes):
         x.size == 0 for x in inputs[: len(op.operands)]
     ):
         return [jnp.zeros(shape, dtype) for shape in out_shapes]
+    if cpu:
+        results = [jax.ShapeDtypeStruct(shape, dtype) for shape in out_shapes]
+        return list(jax.ffi.ffi_call(_cpu_target(op, product, prefix, needed), results)(*inputs))
     scalar = wp.dtype_from_numpy(np.dtype(dtype))
     ranks = [x.ndim for x in inputs] + [len(s) for s in out_shapes]
     callable_ = ffi_callable(
@@ -195,6 +273,15 @@ def _no_second_derivative(op: OpSpec):
     return rule
 
 
+def _register_lowerings(primitive: Primitive, impl) -> None:
+    """Lower through xform's own FFI target on CPU, through Warp's elsewhere."""
+    mlir.register_lowering(primitive, mlir.lower_fun(impl, multiple_results=True))
+    cpu_impl = functools.partial(impl, cpu=True)
+    mlir.register_lowering(
+        primitive, mlir.lower_fun(cpu_impl, multiple_results=True), platform="cpu"
+    )
+
+
 @functools.cache
 def primitives(op: OpSpec):
     """(op, tangent, vjp) primitives of one op, with their rules."""
@@ -203,8 +290,8 @@ def primitives(op: OpSpec):
     forward = Primitive(f"xform_{op.name}")
     forward.multiple_results = True
 
-    def forward_impl(*operands, prefix):
-        return _run(op, "forward", prefix, (), operands, _check(op, operands, prefix))
+    def forward_impl(*operands, prefix, cpu=False):
+        return _run(op, "forward", prefix, (), operands, _check(op, operands, prefix), cpu)
 
     def forward_abstract(*operands, prefix):
         return _avals(_check(op, operands, prefix), operands[0].dtype, operands)
@@ -215,7 +302,7 @@ def primitives(op: OpSpec):
 
     forward.def_impl(forward_impl)
     forward.def_abstract_eval(forward_abstract)
-    mlir.register_lowering(forward, mlir.lower_fun(forward_impl, multiple_results=True))
+    _register_lowerings(forward, forward_impl)
     batching.primitive_batchers[forward] = forward_batch
     if not op.differentiable:
         return forward, None, None
@@ -230,9 +317,9 @@ def primitives(op: OpSpec):
         tangents = [ad.instantiate_zeros(t) for t in tangents]
         return outs, tangent.bind(*primals, *tangents, prefix=prefix)
 
-    def tangent_impl(*args, prefix):
+    def tangent_impl(*args, prefix, cpu=False):
         operands = args[:n]
-        return _run(op, "tangent", prefix, (), args, _check(op, operands, prefix))
+        return _run(op, "tangent", prefix, (), args, _check(op, operands, prefix), cpu)
 
     def tangent_abstract(*args, prefix):
         return _avals(_check(op, args[:n], prefix), args[0].dtype, args)
@@ -256,7 +343,7 @@ def primitives(op: OpSpec):
 
     tangent.def_impl(tangent_impl)
     tangent.def_abstract_eval(tangent_abstract)
-    mlir.register_lowering(tangent, mlir.lower_fun(tangent_impl, multiple_results=True))
+    _register_lowerings(tangent, tangent_impl)
     batching.primitive_batchers[tangent] = tangent_batch
     ad.primitive_transposes[tangent] = tangent_transpose
     ad.primitive_jvps[tangent] = _no_second_derivative(op)
@@ -265,9 +352,9 @@ def primitives(op: OpSpec):
         _check(op, operands, prefix)
         return [tuple(x.shape) for x, need in zip(operands, needed) if need]
 
-    def vjp_impl(*args, prefix, needed):
+    def vjp_impl(*args, prefix, needed, cpu=False):
         operands = args[:n]
-        return _run(op, "vjp", prefix, needed, args, vjp_shapes(operands, prefix, needed))
+        return _run(op, "vjp", prefix, needed, args, vjp_shapes(operands, prefix, needed), cpu)
 
     def vjp_abstract(*args, prefix, needed):
         return _avals(vjp_shapes(args[:n], prefix, needed), args[0].dtype, args)
@@ -280,7 +367,7 @@ def primitives(op: OpSpec):
 
     vjp.def_impl(vjp_impl)
     vjp.def_abstract_eval(vjp_abstract)
-    mlir.register_lowering(vjp, mlir.lower_fun(vjp_impl, multiple_results=True))
+    _register_lowerings(vjp, vjp_impl)
     batching.primitive_batchers[vjp] = vjp_batch
     ad.primitive_jvps[vjp] = _no_second_derivative(op)
 

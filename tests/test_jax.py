@@ -214,6 +214,19 @@ def test_vmap_is_one_launch(rng, monkeypatch):
     assert len(launches) == 1
 
 
+def test_a_failure_inside_the_ffi_call_raises_instead_of_crashing(rng, monkeypatch):
+    """xform's CPU FFI target turns an exception in the launch into an XLA error."""
+    from xform import _launch
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("launch failed")
+
+    monkeypatch.setattr(_launch, "forward", broken)
+    t, q, p = map(jnp.asarray, random_args("transform_points", [(), (), (13,)], rng))
+    with pytest.raises(Exception, match="xform_cpu_transform_points_forward.*launch failed"):
+        jax.block_until_ready(jax.jit(xj.transform_points)(t, q, p))
+
+
 def test_cuda_matrix_to_quaternion_stops_gradients(rng):
     (m,) = random_args("cuda_matrix_to_quaternion", [(3,)], rng)
     grad = jax.grad(lambda m: xj.cuda_matrix_to_quaternion(m).sum())(jnp.asarray(m))
