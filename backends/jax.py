@@ -34,11 +34,15 @@ import numpy as np
 import warp as wp
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
-from warp._src.jax import xla_ffi
 
 from xform import _launch
 from xform._layout import result_shapes
 from xform._optable import OPS, OpSpec
+
+try:  # the XLA FFI call frame as ctypes structures: Warp's, which are not public API
+    from warp._src.jax import xla_ffi
+except ImportError:  # then Warp's own FFI path serves CPU calls too
+    xla_ffi = None
 
 __all__ = list(OPS)
 
@@ -95,9 +99,10 @@ def _callback(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...]):
 
 # --- xform's own CPU FFI target ----------------------------------------------------------
 
-_FFI_DTYPES = {xla_ffi.XLA_FFI_DataType.F32: "float32", xla_ffi.XLA_FFI_DataType.F64: "float64"}
-_FFI_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(xla_ffi.XLA_FFI_CallFrame))
-_FFI_BUFFERS = ctypes.POINTER(ctypes.POINTER(xla_ffi.XLA_FFI_Buffer))
+if xla_ffi is not None:
+    _FFI_DTYPES = {xla_ffi.XLA_FFI_DataType.F32: "float32", xla_ffi.XLA_FFI_DataType.F64: "float64"}
+    _FFI_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(xla_ffi.XLA_FFI_CallFrame))
+    _FFI_BUFFERS = ctypes.POINTER(ctypes.POINTER(xla_ffi.XLA_FFI_Buffer))
 _cpu_callbacks = {}  # the ctypes callbacks XLA holds pointers to, kept alive
 
 
@@ -276,6 +281,8 @@ def _no_second_derivative(op: OpSpec):
 def _register_lowerings(primitive: Primitive, impl) -> None:
     """Lower through xform's own FFI target on CPU, through Warp's elsewhere."""
     mlir.register_lowering(primitive, mlir.lower_fun(impl, multiple_results=True))
+    if xla_ffi is None:
+        return
     cpu_impl = functools.partial(impl, cpu=True)
     mlir.register_lowering(
         primitive, mlir.lower_fun(cpu_impl, multiple_results=True), platform="cpu"
