@@ -166,21 +166,11 @@ def warp_runner(op, arrays, backward, device):
         cotangents = [new(r.shape, 1.0) for r in results]
         owners += [grads, cotangents]
         grad_buffers = [_launch.as_buffer(spec, "grad", g) for g in grads]
-        cotangent_pointers = [c.ptr for c in cotangents]
-        backward_params = _launch._operand_params(operands)
-        if spec.vjp_kernel is not None:
-            kind = "vjp"
-            backward_params += _launch._result_params(operands, 1 + 2 * n, cotangent_pointers)
-            backward_params += _launch._operand_params(
-                operands, 1 + 2 * n + len(results), 1, grad_buffers
-            )
-        else:
-            kind = "adjoint"
-            backward_params += _launch._operand_params(operands, buffers=grad_buffers, adjoint=True)
-            backward_params += _launch._result_params(
-                operands, 1 + 2 * n, cotangent_pointers, adjoint=True
-            )
-        launches.append((_launch.record(spec, kind, wp.float32, device, tile), backward_params))
+        kind, read_params, grad_params = _launch.backward_params(
+            operands, [c.ptr for c in cotangents], grad_buffers
+        )
+        launch = _launch.record(spec, kind, wp.float32, device, tile)
+        launches.append((launch, read_params + grad_params))
     for launch, launch_params in launches:
         for index, ptr, element, adjoint, total, _ in launch_params:
             launch.set_param_at_index_from_ctype(

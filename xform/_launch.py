@@ -244,6 +244,7 @@ class Tile:
     dense: int = 0
 
 
+@functools.lru_cache(maxsize=1024)
 def dense_operands(plan: LaunchPlan) -> int:
     """Bit mask of the operands that no two launch indices share: no zero stride along a
     dimension of extent > 1, over the whole plan (tiles may split it)."""
@@ -495,7 +496,6 @@ def vjp(
         _cotangent(operands, k, g, allocate_zeros) for k, g in enumerate(cotangents)
     ]
     if operands.plan.size and any(needed):
-        n = len(op.operands)
         grad_buffers = [
             None if g is None else Buffer(g[1], shape, "", operands.device, g[0])
             for g, shape in zip(grads, operands.shapes)
@@ -505,15 +505,7 @@ def vjp(
         parts = 1 if deep else _parts(operands)
         partials = _partial_sums(operands, grad_buffers, parts)
         cotangent_pointers = [c.ptr for c in cotangent_buffers]
-        if op.vjp_kernel is not None:
-            kind = "vjp"
-            cotangent_params = _result_params(operands, 1 + 2 * n, cotangent_pointers)
-            grad_params = _operand_params(operands, 1 + 2 * n + len(op.results), 1, grad_buffers)
-        else:  # Warp's adjoint: gradients and cotangents fill the adjoint half
-            kind = "adjoint"
-            cotangent_params = _result_params(operands, 1 + 2 * n, cotangent_pointers, True)
-            grad_params = _operand_params(operands, buffers=grad_buffers, adjoint=True)
-        params = _operand_params(operands) + cotangent_params
+        kind, params, grad_params = backward_params(operands, cotangent_pointers, grad_buffers)
         params += [
             (index, partials[k].pointer if k in partials else ptr, element, adjoint, total, k)
             for index, ptr, element, adjoint, total, k in grad_params
@@ -522,6 +514,22 @@ def vjp(
         for partial in partials.values():
             partial.add_into_total()
     return [None if grad is None else grad[0] for grad in grads]
+
+
+def backward_params(operands: Operands, cotangent_pointers, grad_buffers):
+    """The reverse-mode launch: its kind ("vjp", the op's VJP kernel, or "adjoint",
+    Warp's adjoint of its kernel), the array parameters of the operands and cotangents,
+    and those of the gradients."""
+    op = operands.op
+    n = len(op.operands)
+    if op.vjp_kernel is not None:
+        cotangents = _result_params(operands, 1 + 2 * n, cotangent_pointers)
+        grads = _operand_params(operands, 1 + 2 * n + len(op.results), 1, grad_buffers)
+        return "vjp", _operand_params(operands) + cotangents, grads
+    # Warp's adjoint: gradients and cotangents fill the adjoint half of the parameters.
+    cotangents = _result_params(operands, 1 + 2 * n, cotangent_pointers, adjoint=True)
+    grads = _operand_params(operands, buffers=grad_buffers, adjoint=True)
+    return "adjoint", _operand_params(operands) + cotangents, grads
 
 
 class _PartialSums:
