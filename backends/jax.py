@@ -278,6 +278,21 @@ def _no_second_derivative(op: OpSpec):
     return rule
 
 
+def _eager(primitive: Primitive):
+    """The primitive's eager implementation: its compiled form, cached per parameters (and
+    by `jax.jit` per shapes), so that an eager call lowers as a jitted one does, instead
+    of building a new FFI call each time."""
+
+    @functools.cache
+    def compiled(params):
+        return jax.jit(functools.partial(primitive.bind, **dict(params)))
+
+    def impl(*args, **params):
+        return compiled(tuple(sorted(params.items())))(*args)
+
+    return impl
+
+
 def _register_lowerings(primitive: Primitive, impl) -> None:
     """Lower through xform's own FFI target on CPU, through Warp's elsewhere."""
     mlir.register_lowering(primitive, mlir.lower_fun(impl, multiple_results=True))
@@ -307,7 +322,7 @@ def primitives(op: OpSpec):
         front = _front(args, dims, _map_size(args, dims), broadcast=False)
         return forward.bind(*front, prefix=prefix + 1), [0] * r
 
-    forward.def_impl(forward_impl)
+    forward.def_impl(_eager(forward))
     forward.def_abstract_eval(forward_abstract)
     _register_lowerings(forward, forward_impl)
     batching.primitive_batchers[forward] = forward_batch
@@ -348,7 +363,7 @@ def primitives(op: OpSpec):
         front = _front(args, dims, _map_size(args, dims), broadcast=True)
         return tangent.bind(*front, prefix=prefix + 1), [0] * r
 
-    tangent.def_impl(tangent_impl)
+    tangent.def_impl(_eager(tangent))
     tangent.def_abstract_eval(tangent_abstract)
     _register_lowerings(tangent, tangent_impl)
     batching.primitive_batchers[tangent] = tangent_batch
@@ -372,7 +387,7 @@ def primitives(op: OpSpec):
         front = _front(args, dims, _map_size(args, dims), broadcast=True)
         return vjp.bind(*front, prefix=prefix + 1, needed=needed), [0] * sum(needed)
 
-    vjp.def_impl(vjp_impl)
+    vjp.def_impl(_eager(vjp))
     vjp.def_abstract_eval(vjp_abstract)
     _register_lowerings(vjp, vjp_impl)
     batching.primitive_batchers[vjp] = vjp_batch

@@ -214,6 +214,20 @@ def test_vmap_is_one_launch(rng, monkeypatch):
     assert len(launches) == 1
 
 
+def test_eager_calls_compile_once_per_shape(rng, monkeypatch):
+    """An eager call runs the primitive's compiled form, traced (and shape-checked) once
+    per shape, not a new FFI call each time."""
+    checks = []
+    real = xj._check
+    monkeypatch.setattr(xj, "_check", lambda *a: checks.append(1) or real(*a))
+    t, q, p = map(jnp.asarray, random_args("transform_points", [(), (), (11,)], rng))
+    first = xj.transform_points(t, q, p)
+    traced = len(checks)
+    for _ in range(3):
+        np.testing.assert_array_equal(np.asarray(xj.transform_points(t, q, p)), first)
+    assert len(checks) == traced
+
+
 def test_a_failure_inside_the_ffi_call_raises_instead_of_crashing(rng, monkeypatch):
     """xform's CPU FFI target turns an exception in the launch into an XLA error."""
     from xform import _launch
