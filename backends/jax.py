@@ -108,9 +108,10 @@ _cpu_callbacks = {}  # the ctypes callbacks XLA holds pointers to, kept alive
 
 def _ffi_buffers(pointers, count: int) -> list[_launch.Buffer]:
     """The core's Buffers over XLA buffers (a call frame's arguments or results)."""
+    pointers = ctypes.cast(pointers, _FFI_BUFFERS)
     buffers = []
     for k in range(count):
-        b = ctypes.cast(pointers, _FFI_BUFFERS)[k].contents
+        b = pointers[k].contents
         buffers.append(
             _launch.Buffer(b.data or 0, tuple(b.dims[: b.rank]), _FFI_DTYPES[b.dtype], "cpu", None)
         )
