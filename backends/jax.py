@@ -294,8 +294,10 @@ def _eager(primitive: Primitive):
     return impl
 
 
-def _register_lowerings(primitive: Primitive, impl) -> None:
-    """Lower through xform's own FFI target on CPU, through Warp's elsewhere."""
+def _implement(primitive: Primitive, impl) -> None:
+    """Run `impl` eagerly through the primitive's compiled form, and lower it through
+    xform's own FFI target on CPU, through Warp's elsewhere."""
+    primitive.def_impl(_eager(primitive))
     mlir.register_lowering(primitive, mlir.lower_fun(impl, multiple_results=True))
     if xla_ffi is None:
         return
@@ -323,9 +325,8 @@ def primitives(op: OpSpec):
         front = _front(args, dims, _map_size(args, dims), broadcast=False)
         return forward.bind(*front, prefix=prefix + 1), [0] * r
 
-    forward.def_impl(_eager(forward))
     forward.def_abstract_eval(forward_abstract)
-    _register_lowerings(forward, forward_impl)
+    _implement(forward, forward_impl)
     batching.primitive_batchers[forward] = forward_batch
     if not op.differentiable:
         return forward, None, None
@@ -364,9 +365,8 @@ def primitives(op: OpSpec):
         front = _front(args, dims, _map_size(args, dims), broadcast=True)
         return tangent.bind(*front, prefix=prefix + 1), [0] * r
 
-    tangent.def_impl(_eager(tangent))
     tangent.def_abstract_eval(tangent_abstract)
-    _register_lowerings(tangent, tangent_impl)
+    _implement(tangent, tangent_impl)
     batching.primitive_batchers[tangent] = tangent_batch
     ad.primitive_transposes[tangent] = tangent_transpose
     ad.primitive_jvps[tangent] = _no_second_derivative(op)
@@ -388,9 +388,8 @@ def primitives(op: OpSpec):
         front = _front(args, dims, _map_size(args, dims), broadcast=True)
         return vjp.bind(*front, prefix=prefix + 1, needed=needed), [0] * sum(needed)
 
-    vjp.def_impl(_eager(vjp))
     vjp.def_abstract_eval(vjp_abstract)
-    _register_lowerings(vjp, vjp_impl)
+    _implement(vjp, vjp_impl)
     batching.primitive_batchers[vjp] = vjp_batch
     ad.primitive_jvps[vjp] = _no_second_derivative(op)
 

@@ -156,9 +156,7 @@ def warp_runner(op, arrays, backward, device):
 
     results = [new(operands.result_shape(k)) for k in range(len(spec.results))]
     (tile,) = _launch._tiles(operands.plan, 1)
-    n = len(spec.operands)
-    params = _launch._operand_params(operands)
-    params += _launch._result_params(operands, 1 + 2 * n, [r.ptr for r in results])
+    params = _launch.forward_params(operands, [r.ptr for r in results])
     launches = [(_launch.record(spec, "forward", wp.float32, device, tile), params)]
     owners = [operands, results]
     if backward:

@@ -456,10 +456,15 @@ def forward(operands: Operands, allocate: Allocator) -> list[Any]:
         for k in range(len(op.results))
     ]
     if operands.plan.size:
-        params = _operand_params(operands)
-        params += _result_params(operands, 1 + 2 * len(op.operands), [p for _, p in results])
+        params = forward_params(operands, [ptr for _, ptr in results])
         _run(operands, "forward", params, _parts(operands))
     return [native for native, _ in results]
+
+
+def forward_params(operands: Operands, result_pointers) -> list[tuple]:
+    """The forward launch's array parameters: the operands, then the results."""
+    first_result = 1 + 2 * len(operands.op.operands)
+    return _operand_params(operands) + _result_params(operands, first_result, result_pointers)
 
 
 def vjp(
