@@ -37,7 +37,8 @@ from jax.interpreters import ad, batching, mlir
 
 from xform import _launch
 from xform._layout import result_shapes
-from xform._optable import OPS, OpSpec
+from xform._op import Op
+from xform.ops import OPS
 
 try:  # the XLA FFI call frame as ctypes structures: Warp's, which are not public API
     from warp._src.jax import xla_ffi
@@ -51,7 +52,7 @@ __all__ = list(OPS)
 
 
 @functools.cache
-def _product(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...]):
+def _product(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
     """What an FFI call runs: `run(inputs, outputs)`, with the inputs as arrays the core
     reads (Warp arrays or Buffers over XLA's memory) and each output as (pointer, a
     function that zero-fills it), which the core's launch writes."""
@@ -85,7 +86,7 @@ def _product(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...]):
 
 
 @functools.cache
-def _callback(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...]):
+def _callback(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
     """The function a `warp.jax_callable` runs: Warp arrays in (views of XLA's buffers,
     inputs then outputs)."""
     run = _product(op, product, prefix, needed)
@@ -123,9 +124,9 @@ def _zero_fill(buffer: _launch.Buffer) -> None:
 
 
 @functools.cache
-def _cpu_target(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...]) -> str:
+def _cpu_target(op: Op, product: str, prefix: int, needed: tuple[bool, ...]) -> str:
     """The name of a CPU FFI target that runs one product of `op`, registered once."""
-    name = f"xform_cpu_{op.name}_{product}_{prefix}_" + "".join("1" if x else "0" for x in needed)
+    name = f"xform_cpu_{op.key}_{product}_{prefix}_" + "".join("1" if x else "0" for x in needed)
     run = _product(op, product, prefix, needed)
 
     def callback(frame_pointer):
@@ -155,7 +156,7 @@ def _cpu_target(op: OpSpec, product: str, prefix: int, needed: tuple[bool, ...])
     return name
 
 
-def _result_count(op: OpSpec, product: str, needed) -> int:
+def _result_count(op: Op, product: str, needed) -> int:
     return sum(needed) if product == "vjp" else len(op.results)
 
 
@@ -192,7 +193,7 @@ def call_ffi(callable_, inputs, out_shapes):
     return list(callable_(*inputs, output_dims=dict(zip(names, out_shapes))))
 
 
-def _run(op: OpSpec, product: str, prefix: int, needed, inputs, out_shapes, cpu=False):
+def _run(op: Op, product: str, prefix: int, needed, inputs, out_shapes, cpu=False):
     """Run one product through the FFI (xform's own CPU target where `cpu`), or without a
     launch when nothing is to compute."""
     dtype = inputs[0].dtype
@@ -209,7 +210,7 @@ def _run(op: OpSpec, product: str, prefix: int, needed, inputs, out_shapes, cpu=
     ranks = [x.ndim for x in inputs] + [len(s) for s in out_shapes]
     callable_ = ffi_callable(
         _callback(op, product, prefix, needed),
-        f"xform_{op.name}_{product}",
+        f"xform_{op.key}_{product}",
         tuple((scalar, rank) for rank in ranks),
         len(out_shapes),
     )
@@ -219,7 +220,7 @@ def _run(op: OpSpec, product: str, prefix: int, needed, inputs, out_shapes, cpu=
 # --- the three primitives per op -----------------------------------------------------------
 
 
-def _check(op: OpSpec, operands, prefix: int):
+def _check(op: Op, operands, prefix: int):
     _launch.check_dtypes(op, [np.dtype(x.dtype).name for x in operands])
     return result_shapes(op, [tuple(x.shape) for x in operands], prefix)
 
@@ -269,7 +270,7 @@ def _map_size(args, dims):
     return next(x.shape[d] for x, d in zip(args, dims) if d is not None)
 
 
-def _no_second_derivative(op: OpSpec):
+def _no_second_derivative(op: Op):
     def rule(*args, **kwargs):
         raise NotImplementedError(
             f"xform.{op.name}: second derivatives (differentiating a gradient or tangent) "
@@ -308,7 +309,7 @@ def _implement(primitive: Primitive, impl) -> None:
 
 
 @functools.cache
-def primitives(op: OpSpec):
+def primitives(op: Op):
     """(op, tangent, vjp) primitives of one op, with their rules."""
     n, r = len(op.operands), len(op.results)
 
@@ -400,7 +401,7 @@ def primitives(op: OpSpec):
 # --- the public functions ------------------------------------------------------------------
 
 
-def _as_array(op: OpSpec, name: str, x):
+def _as_array(op: Op, name: str, x):
     if isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)):
         return x
     raise TypeError(
@@ -409,7 +410,7 @@ def _as_array(op: OpSpec, name: str, x):
     )
 
 
-def _make_function(op: OpSpec):
+def _make_function(op: Op):
     n = len(op.operands)
     buffers = (*op.result_buffers, *op.gradient_buffers)
     params = [
@@ -447,7 +448,13 @@ def _make_function(op: OpSpec):
     return function
 
 
-FUNCTIONS = {name: _make_function(op) for name, op in OPS.items()}
+@functools.cache
+def function(op: Op):
+    """The JAX function of `op`, built-in or made by `xform.define_op`."""
+    return _make_function(op)
+
+
+FUNCTIONS = {name: function(op) for name, op in OPS.items()}
 
 transform_points = FUNCTIONS["transform_points"]
 batch_transform_points = FUNCTIONS["batch_transform_points"]

@@ -36,7 +36,8 @@ import warp as wp
 
 from xform import _launch
 from xform._layout import result_shapes
-from xform._optable import OPS, OpSpec
+from xform._op import Op, on_define
+from xform.ops import OPS
 
 __all__ = [
     *OPS,
@@ -95,7 +96,7 @@ def _buffer(x):
     return _launch.Buffer(0, tuple(x.shape), dtype, device, x, copy)
 
 
-def _check_buffer(op: OpSpec, name: str, buffer, shape, like: torch.Tensor) -> None:
+def _check_buffer(op: Op, name: str, buffer, shape, like: torch.Tensor) -> None:
     """A caller's buffer must be a contiguous tensor of the exact shape, dtype and device."""
     if buffer is None:
         return
@@ -145,7 +146,7 @@ def _device_of(tensors) -> torch.device:
 # --- the core's three products, on tensors ------------------------------------------------
 
 
-def _forward(op: OpSpec, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor]:
+def _forward(op: Op, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor]:
     if operands[0].device.type == "meta":  # shapes only: shape inference, tracing
         return _fake_results(op, _detached(operands), prefix)
     with _on_current_stream(_device_of(operands)):
@@ -155,7 +156,7 @@ def _forward(op: OpSpec, operands, prefix: int = 0, buffers=()) -> list[torch.Te
         return _launch.forward(prepared, _into(buffers, _empty))
 
 
-def _vjp(op: OpSpec, operands, cotangents, needed, prefix: int = 0, buffers=()):
+def _vjp(op: Op, operands, cotangents, needed, prefix: int = 0, buffers=()):
     with _on_current_stream(_device_of(operands)):
         prepared = _launch.prepare(op, [_buffer(x) for x in operands], prefix)
         for buffer in buffers:
@@ -172,7 +173,7 @@ def _vjp(op: OpSpec, operands, cotangents, needed, prefix: int = 0, buffers=()):
         )
 
 
-def _jvp(op: OpSpec, operands, tangents, prefix: int = 0):
+def _jvp(op: Op, operands, tangents, prefix: int = 0):
     with _on_current_stream(_device_of(operands)):
         prepared = _launch.prepare(op, [_buffer(x) for x in operands], prefix)
         return _launch.jvp(prepared, [_buffer(t) for t in tangents], _empty, _zeros)
@@ -204,7 +205,7 @@ class _Derivative(torch.autograd.Function):
     launch. It is not differentiable again: differentiating it raises, never silently
     giving a wrong second derivative."""
 
-    op: OpSpec
+    op: Op
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -222,7 +223,7 @@ class _Derivative(torch.autograd.Function):
 
 
 @functools.cache
-def vjp_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
+def vjp_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
     """Operands, then one cotangent per result, then the `needed` flags -> one gradient
     per operand (an empty tensor where not needed). A Function so that it can be vmapped."""
     n, r = len(op.operands), len(op.results)
@@ -248,7 +249,7 @@ def vjp_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
 
 
 @functools.cache
-def jvp_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
+def jvp_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
     """Operands, then one tangent per operand (None for zero) -> the results' tangents."""
     n = len(op.operands)
 
@@ -278,7 +279,7 @@ def _with_cached_signature(function: type[torch.autograd.Function]):
 
 
 @functools.cache
-def op_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
+def op_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
     """The op as a Function: `apply(*operands, *result_buffers, *gradient_buffers)`, the
     buffers optional (None) and only at prefix 0."""
     n, r = len(op.operands), len(op.results)
@@ -340,7 +341,7 @@ def op_function(op: OpSpec, prefix: int = 0) -> type[torch.autograd.Function]:
     return _with_cached_signature(Function)
 
 
-def _grad_buffers(op: OpSpec, inputs, start: int) -> list:
+def _grad_buffers(op: Op, inputs, start: int) -> list:
     """The gradient buffers among `inputs`, each checked against its operand."""
     grad_names = op.gradient_buffers
     buffers = [
@@ -354,14 +355,15 @@ def _grad_buffers(op: OpSpec, inputs, start: int) -> list:
 # --- torch.compile: the same kernels as custom ops ----------------------------------------
 
 
-def _fake_results(op: OpSpec, operands, prefix: int = 0) -> list[torch.Tensor]:
+def _fake_results(op: Op, operands, prefix: int = 0) -> list[torch.Tensor]:
     _launch.check_dtypes(op, [str(x.dtype).removeprefix("torch.") for x in operands])
     shapes = result_shapes(op, [tuple(x.shape) for x in operands], prefix)
     return [operands[0].new_empty(shape) for shape in shapes]
 
 
-def _register_custom_ops(op: OpSpec):
-    """`xform::<op>` (and `xform::<op>_vjp`) for torch.compile: functional, no buffers."""
+def _register_custom_ops(op: Op):
+    """`xform::<op key>` (and `xform::<op key>_vjp`) for torch.compile: functional, no
+    buffers."""
     n = len(op.operands)
     args = ", ".join(f"Tensor {o.name}" for o in op.operands)
     returns = (
@@ -372,7 +374,7 @@ def _register_custom_ops(op: OpSpec):
         return _unpack(_forward(op, operands))
 
     custom = torch.library.custom_op(
-        f"xform::{op.name}", forward, mutates_args=(), schema=f"({args}) -> {returns}"
+        f"xform::{op.key}", forward, mutates_args=(), schema=f"({args}) -> {returns}"
     )
     custom.register_fake(lambda *operands: _unpack(_fake_results(op, operands)))
     if not op.differentiable:
@@ -390,7 +392,7 @@ def _register_custom_ops(op: OpSpec):
         return [x.new_empty(x.shape if need else (0,)) for x, need in zip(operands, needed)]
 
     custom_vjp = torch.library.custom_op(
-        f"xform::{op.name}_vjp",
+        f"xform::{op.key}_vjp",
         vjp,
         mutates_args=(),
         schema=f"({args}, {cotangents}, bool[] needed) -> Tensor[]",
@@ -409,13 +411,16 @@ def _register_custom_ops(op: OpSpec):
     return custom
 
 
-CUSTOM_OPS = {name: _register_custom_ops(op) for name, op in OPS.items()}
+# Every op's custom ops, registered as soon as the op exists (registering inside a
+# region that torch.compile traces would break the trace).
+CUSTOM_OPS: dict[Op, object] = {}
+on_define(lambda op: CUSTOM_OPS.setdefault(op, _register_custom_ops(op)))
 
 
 # --- the functional API: cuRobo's signatures --------------------------------------------
 
 
-def _make_functional(op: OpSpec):
+def _make_functional(op: Op):
     result_names, grad_names = op.result_buffers, op.gradient_buffers
     n = len(op.operands)
     params = [
@@ -427,7 +432,7 @@ def _make_functional(op: OpSpec):
     ]
     signature = inspect.Signature(params)
     function_class = op_function(op)
-    custom = CUSTOM_OPS[op.name]
+    custom = CUSTOM_OPS[op]
 
     n_buffers = len(result_names) + len(grad_names)
 
@@ -467,7 +472,7 @@ def _untracked(tensors) -> bool:
     return forward_level < 0 and functorch_level is None
 
 
-def _check_operand_types(op: OpSpec, operands) -> None:
+def _check_operand_types(op: Op, operands) -> None:
     for operand, x in zip(op.operands, operands):
         if not isinstance(x, torch.Tensor):
             raise TypeError(
@@ -485,7 +490,13 @@ def _compiled_call(custom, operands, result_buffers):
     return _unpack(outs)
 
 
-FUNCTIONS = {name: _make_functional(op) for name, op in OPS.items()}
+@functools.cache
+def function(op: Op):
+    """The PyTorch function of `op`, built-in or made by `xform.define_op`."""
+    return _make_functional(op)
+
+
+FUNCTIONS = {name: function(op) for name, op in OPS.items()}
 
 transform_points = FUNCTIONS["transform_points"]
 batch_transform_points = FUNCTIONS["batch_transform_points"]

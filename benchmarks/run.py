@@ -164,15 +164,15 @@ def warp_runner(op, arrays, backward, device):
         cotangents = [new(r.shape, 1.0) for r in results]
         owners += [grads, cotangents]
         grad_buffers = [_launch.as_buffer(spec, "grad", g) for g in grads]
-        kind, read_params, grad_params = _launch.backward_params(
+        read_params, grad_params = _launch.backward_params(
             operands, [c.ptr for c in cotangents], grad_buffers
         )
-        launch = _launch.record(spec, kind, wp.float32, device, tile)
+        launch = _launch.record(spec, "vjp", wp.float32, device, tile)
         launches.append((launch, read_params + grad_params))
     for launch, launch_params in launches:
-        for index, ptr, element, adjoint, total, _ in launch_params:
+        for index, ptr, element, total, _ in launch_params:
             launch.set_param_at_index_from_ctype(
-                index, _launch._array_param(ptr, element, wp.float32, 0, total), adjoint=adjoint
+                index, _launch._array_param(ptr, element, wp.float32, 0, total)
             )
 
     def run():

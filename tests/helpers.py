@@ -3,6 +3,17 @@
 import numpy as np
 
 import xform
+from xform._op import derived
+
+# Each op's derivatives as shipped (closed forms where it has them), and as derived from
+# its element function alone.
+VARIANTS = ("closed", "derived")
+
+
+def variant(name: str, which: str) -> xform.Op:
+    op = xform.OPS[name]
+    return op if which == "closed" else derived(op)
+
 
 # Normwise relative tolerance against the float64 reference, per dtype.
 TOLERANCE = {np.float64: 1e-10, np.float32: 1e-5}

@@ -1,25 +1,25 @@
-"""Every VJP (a hand-written VJP kernel, or Warp's adjoint of the forward kernel) against
-central finite differences of the forward op, in float64, on fresh random inputs, broadcast
-pose arguments included: the sums over broadcast dimensions must be right. Hand-written
-VJP kernels are also, exactly, the transpose of the tangent kernels."""
+"""Every VJP, with the op's closed forms and as derived from its element function alone,
+against central finite differences of the forward op, in float64, on fresh random inputs,
+broadcast pose arguments included: the sums over broadcast dimensions must be right.
+Every VJP is also, exactly, the transpose of the tangent kernel."""
 
 import numpy as np
 import pytest
-from helpers import as_tuple, finite_difference_vjp
+from helpers import VARIANTS, as_tuple, finite_difference_vjp, variant
 from reference import leading_cases, op_cases, random_args
 
 import xform
 
 DIFFERENTIABLE = [name for name, op in xform.OPS.items() if op.differentiable]
-HAND_WRITTEN_VJP = [name for name, op in xform.OPS.items() if op.vjp_kernel is not None]
 
 
+@pytest.mark.parametrize("which", VARIANTS)
 @pytest.mark.parametrize(**op_cases(DIFFERENTIABLE))
-def test_vjp_matches_finite_differences(name, leadings, rng):
+def test_vjp_matches_finite_differences(name, leadings, which, rng):
     args = random_args(name, leadings, rng)
     results = as_tuple(getattr(xform, name)(*args))
     cotangents = tuple(rng.normal(size=r.shape) for r in results)
-    grads = xform.vjp(name, args, cotangents)
+    grads = xform.vjp(variant(name, which), args, cotangents)
     assert len(grads) == len(args)
     for k, (arg, grad) in enumerate(zip(args, grads)):
         assert grad.shape == arg.shape and grad.dtype == arg.dtype
@@ -105,8 +105,9 @@ def test_parallel_adjoint_equals_the_serial_one(name, leadings, rng, monkeypatch
         np.testing.assert_allclose(p, s, rtol=1e-11, atol=1e-11 * np.abs(s).max())
 
 
-@pytest.mark.parametrize(**op_cases(HAND_WRITTEN_VJP))
-def test_hand_written_vjp_is_the_transpose_of_the_tangent_kernel(name, leadings, rng):
+@pytest.mark.parametrize("which", VARIANTS)
+@pytest.mark.parametrize(**op_cases(DIFFERENTIABLE))
+def test_vjp_is_the_transpose_of_the_tangent_kernel(name, leadings, which, rng):
     """Column by column: the k-th entry of J^T g is <g, J e_k>, from the tangent kernel
     (separate code, itself checked against finite differences) along each unit input.
     Gradients of dense operands are stored, not added, into arrays that are never
@@ -124,13 +125,14 @@ def test_hand_written_vjp_is_the_transpose_of_the_tangent_kernel(name, leadings,
 
         return allocate
 
-    operands = _launch.prepare(xform.OPS[name], args)
+    op = variant(name, which)
+    operands = _launch.prepare(op, args)
     grads = _launch.vjp(operands, cotangents, filled(0.0), allocate=filled(np.nan))
     for k, (arg, grad) in enumerate(zip(args, grads)):
         expected = np.zeros_like(arg)
         for index in np.ndindex(arg.shape):
             tangents = [np.zeros_like(a) for a in args]
             tangents[k][index] = 1.0
-            column = as_tuple(xform.jvp(name, args, tangents))
+            column = as_tuple(xform.jvp(op, args, tangents))
             expected[index] = sum(float((g * c).sum()) for g, c in zip(cotangents, column))
         np.testing.assert_allclose(grad, expected, rtol=1e-12, atol=1e-12)

@@ -1,19 +1,20 @@
-"""xform: differentiable rigid-body transforms, one Warp kernel per op, for NumPy,
-Warp, PyTorch and JAX.
+"""xform: differentiable rigid-body transforms, each op's maths written once as a Warp
+element function, for NumPy, Warp, PyTorch and JAX.
 
 Quaternions are [w, x, y, z]; positions (..., 3); rotation matrices (..., 3, 3) act
 on column vectors; a pose (position, quaternion) maps p to R(q) p + t.
 
 The functions here take NumPy, Warp, PyTorch or JAX arrays and return the same type;
 PyTorch tensors and JAX arrays go through the adapters in `xform.backends.torch` and
-`xform.backends.jax`, with their framework's autodiff. Importing `xform` imports
-neither framework.
+`xform.backends.jax`, with their framework's autodiff. `define_op` makes new ops from
+Warp functions, with the same reach. Importing `xform` imports neither framework.
 """
 
 from ._api import FUNCTIONS as _FUNCTIONS
 from ._api import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
-from ._optable import OPS
+from ._op import Op, Operand, Result, define_op
+from .ops import OPS
 
 __version__ = "0.1.0"
 
@@ -48,6 +49,10 @@ def torch_to_jax(fn):
 
 __all__ = [
     "OPS",
+    "Op",
+    "Operand",
+    "Result",
+    "define_op",
     "jvp",
     "vjp",
     "to_numpy",

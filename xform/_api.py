@@ -9,7 +9,6 @@ and transforms. Results are always new arrays.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +16,8 @@ import numpy as np
 import warp as wp
 
 from . import _interop, _launch
-from ._optable import OPS, OpSpec
+from ._op import Op
+from .ops import OPS
 
 
 def _numpy_allocator(fill):
@@ -42,7 +42,7 @@ ALLOCATORS = {
 }
 
 
-def array_kind(op: OpSpec, args: Sequence[Any]) -> str:
+def array_kind(op: Op, args: Sequence[Any]) -> str:
     """The one array kind ('numpy', 'warp', 'torch' or 'jax') of all arguments."""
     kinds = []
     for operand, x in zip(op.operands, args):
@@ -62,7 +62,7 @@ def array_kind(op: OpSpec, args: Sequence[Any]) -> str:
     return kinds[0]
 
 
-def _core_kind(op: OpSpec, args: Sequence[Any], what: str) -> str:
+def _core_kind(op: Op, args: Sequence[Any], what: str) -> str:
     kind = array_kind(op, args)
     if kind not in ALLOCATORS:
         raise TypeError(
@@ -72,11 +72,11 @@ def _core_kind(op: OpSpec, args: Sequence[Any], what: str) -> str:
     return kind
 
 
-def _unpack(op: OpSpec, results: list):
+def _unpack(op: Op, results: list):
     return results[0] if len(op.results) == 1 else tuple(results)
 
 
-def apply(op: OpSpec, args: Sequence[Any]):
+def apply(op: Op, args: Sequence[Any]):
     """Run `op` on NumPy, Warp, PyTorch or JAX arrays, returning the same array type."""
     kind = array_kind(op, args)
     if kind == "torch":
@@ -86,44 +86,53 @@ def apply(op: OpSpec, args: Sequence[Any]):
     else:
         operands = _launch.prepare(op, args)
         return _unpack(op, _launch.forward(operands, ALLOCATORS[kind][0]))
-    return adapter.FUNCTIONS[op.name](*args)
+    return adapter.function(op)(*args)
 
 
-def vjp(name: str, args: Sequence[Any], cotangents) -> tuple:
-    """Reverse-mode product of the op `name` at `args`.
+def resolve(op: Op | str) -> Op:
+    """An op, given itself or a built-in's name."""
+    if isinstance(op, Op):
+        return op
+    if isinstance(op, str):
+        if op in OPS:
+            return OPS[op]
+        raise ValueError(f"xform: no op named {op!r}; the built-in ops are {', '.join(OPS)}")
+    raise TypeError(f"xform: expected an xform.Op or a built-in op's name, got {type(op).__name__}")
+
+
+def vjp(op: Op | str, args: Sequence[Any], cotangents) -> tuple:
+    """Reverse-mode product of `op` (an `xform.Op` or a built-in's name) at `args`.
 
     `cotangents` is one array for a one-result op, or a tuple with one array (or None,
     for zero) per result. Returns one gradient per argument, shaped like that argument,
     with broadcast dimensions summed; None for arguments that are not differentiable.
     """
-    op = OPS[name]
+    op = resolve(op)
     kind = _core_kind(op, args, "vjp")
     if len(op.results) == 1 and not isinstance(cotangents, (tuple, list)):
         cotangents = (cotangents,)
     if len(cotangents) != len(op.results):
-        raise ValueError(f"{name}: expected {len(op.results)} cotangents, got {len(cotangents)}")
+        raise ValueError(f"{op.name}: expected {len(op.results)} cotangents, got {len(cotangents)}")
     operands = _launch.prepare(op, args)
     empty, zeros = ALLOCATORS[kind]
     return tuple(_launch.vjp(operands, cotangents, zeros, allocate=empty))
 
 
-def jvp(name: str, args: Sequence[Any], tangents: Sequence[Any]):
-    """Forward-mode product of the op `name` at `args`: the results' tangents for one
-    tangent per argument (None for zero), each shaped like its argument. Returns one
-    array for a one-result op, else a tuple."""
-    op = OPS[name]
+def jvp(op: Op | str, args: Sequence[Any], tangents: Sequence[Any]):
+    """Forward-mode product of `op` (an `xform.Op` or a built-in's name) at `args`: the
+    results' tangents for one tangent per argument (None for zero), each shaped like its
+    argument. Returns one array for a one-result op, else a tuple."""
+    op = resolve(op)
     kind = _core_kind(op, args, "jvp")
     if len(tangents) != len(op.operands):
-        raise ValueError(f"{name}: expected {len(op.operands)} tangents, got {len(tangents)}")
+        raise ValueError(f"{op.name}: expected {len(op.operands)} tangents, got {len(tangents)}")
     operands = _launch.prepare(op, args)
     empty, zeros = ALLOCATORS[kind]
     return _unpack(op, _launch.jvp(operands, tangents, empty, zeros))
 
 
-def _make_function(op: OpSpec):
-    signature = inspect.Signature(
-        [inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for o in op.operands]
-    )
+def _make_function(op: Op):
+    signature = op.signature
 
     def function(*args, **kwargs):
         if kwargs or len(args) != len(op.operands):  # the common positional call skips binding

@@ -1,4 +1,4 @@
-"""The launch layer: validate operands, then run an op's kernel, its adjoint or its tangent.
+"""The launch layer: validate operands, then run an op's forward, VJP or tangent kernel.
 
 Operands arrive as `Buffer`s: a pointer to contiguous memory with its shape, dtype and
 device, and the object that owns the memory. `as_buffer` makes one from a NumPy array, a
@@ -10,8 +10,8 @@ The hot path is short: the launch plan is cached per (op, shapes), and each kern
 launched through a recorded Warp `Launch` (one per thread and launch shape) whose array
 parameters are set from raw pointers. Large CPU launches are split over a thread pool
 (Warp's CPU launches are serial but release the GIL). Warp's CPU atomics are plain adds,
-so a parallel adjoint gives every chunk its own partial gradient for each operand that
-all chunks read, and sums the partials afterwards.
+so a parallel VJP gives every chunk its own partial gradient for each operand that all
+chunks read, and sums the partials afterwards.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from . import _kernels
+from . import _codegen, _indexing
 from ._layout import LaunchPlan, plan_launch
-from ._optable import OPS, OpSpec
+from ._op import Op
 
 FLOAT_TYPES = {"float32": wp.float32, "float64": wp.float64}
 
@@ -72,7 +72,7 @@ class Operands:
     """An op's operands, validated: contiguous buffers on one device with one float
     dtype, and the launch plan for their shapes."""
 
-    op: OpSpec
+    op: Op
     buffers: tuple[Buffer, ...]
     scalar: type
     device: str
@@ -105,7 +105,7 @@ def _warp_buffer(a: wp.array, shape: tuple[int, ...] | None = None) -> Buffer:
     return Buffer(0, shape, dtype.__name__, str(a.device), a, copy)
 
 
-def as_buffer(op: OpSpec, name: str, x: Any) -> Buffer:
+def as_buffer(op: Op, name: str, x: Any) -> Buffer:
     """A Buffer of a NumPy, Warp or DLPack-capable array, read in place if contiguous."""
     if isinstance(x, Buffer):
         return x
@@ -136,7 +136,7 @@ def as_buffer(op: OpSpec, name: str, x: Any) -> Buffer:
     )
 
 
-def check_dtypes(op: OpSpec, dtypes: Sequence[str]) -> str:
+def check_dtypes(op: Op, dtypes: Sequence[str]) -> str:
     """The one float dtype ("float32" or "float64") of all operands, given their names;
     TypeError naming the first operand that breaks the rule."""
     for operand, dtype in zip(op.operands, dtypes):
@@ -154,11 +154,11 @@ def check_dtypes(op: OpSpec, dtypes: Sequence[str]) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _cached_plan(op: OpSpec, shapes: tuple[tuple[int, ...], ...], prefix: int) -> LaunchPlan:
+def _cached_plan(op: Op, shapes: tuple[tuple[int, ...], ...], prefix: int) -> LaunchPlan:
     return plan_launch(op, list(shapes), prefix)
 
 
-def prepare(op: OpSpec, args: Sequence[Any], prefix: int = 0) -> Operands:
+def prepare(op: Op, args: Sequence[Any], prefix: int = 0) -> Operands:
     """Validate `args` against `op` (dtype, shape, device) and make them contiguous.
     `prefix` leading dimensions of every argument come from a vectorising transform."""
     if len(args) != len(op.operands):
@@ -177,54 +177,10 @@ def prepare(op: OpSpec, args: Sequence[Any], prefix: int = 0) -> Operands:
     return Operands(op, buffers, FLOAT_TYPES[dtype], device, plan)
 
 
-# --- kernel overloads --------------------------------------------------------------------
-
-
-@functools.cache
-def element_type(element: tuple[int, ...], scalar: type):
-    if len(element) == 1:
-        return wp.types.vector(element[0], scalar)
-    return wp.types.matrix(element, scalar)
-
-
-def _array(element: tuple[int, ...], scalar: type):
-    return wp.array(dtype=element_type(element, scalar))
-
-
-@functools.cache
-def _overload(op: OpSpec, scalar: type, kind: str = "forward", flat: bool = False) -> wp.Kernel:
-    """One of `op`'s kernels ("forward", "tangent" or "vjp") for one scalar type, over a
-    one-dimensional (`flat`) or general grid. Parameters come in order: the grid (a
-    `FlatGrid` or a `Grid`); each operand and its strides; then per kind,
-    each result (forward), each operand's tangent and each result (tangent), or each
-    result's cotangent and each operand's gradient (vjp)."""
-    types: list[Any] = [_kernels.FlatGrid if flat else _kernels.Grid]
-    for operand in op.operands:
-        types += [_array(operand.element, scalar), wp.vec4i]
-    operand_arrays = [_array(operand.element, scalar) for operand in op.operands]
-    result_arrays = [_array(result.element, scalar) for result in op.results]
-    types += {
-        "forward": result_arrays,
-        "tangent": operand_arrays + result_arrays,
-        "vjp": result_arrays + operand_arrays,
-    }[kind]
-    kernel = {"forward": op.kernel, "tangent": op.tangent_kernel, "vjp": op.vjp_kernel}[kind]
-    return wp.overload(kernel, {arg.label: t for arg, t in zip(kernel.adj.args, types)})
-
+# --- kernels --------------------------------------------------------------------------------
 
 # Once, at import: DLPack views need the runtime, and no call should pay for starting it.
 wp.init()
-
-# Registering every overload up front fixes the kernel module's contents, so Warp compiles
-# it once (and caches it) instead of recompiling each time a new op/dtype pair appears.
-for _op in OPS.values():
-    for _scalar in FLOAT_TYPES.values():
-        for _flat in (False, True):
-            _overload(_op, _scalar, "forward", _flat)
-            if _op.tangent_kernel is not None:
-                _overload(_op, _scalar, "tangent", _flat)
-            if _op.vjp_kernel is not None:
-                _overload(_op, _scalar, "vjp", _flat)
 
 
 # --- tiles: what one launch covers ----------------------------------------------------------
@@ -260,7 +216,7 @@ def _tiles(plan: LaunchPlan, parts: int) -> tuple[Tile, ...]:
     """Launches covering `plan.grid`. Grids deeper than MAX_GRID_DIMS (rare interleaved
     broadcasts) loop over their outer dimensions; `parts` > 1 also splits the outermost
     launched dimension into that many ranges, for the thread pool."""
-    depth = _kernels.MAX_GRID_DIMS
+    depth = _indexing.MAX_GRID_DIMS
     outer_ndim = max(0, len(plan.grid) - depth)
     inner = list(plan.grid[outer_ndim:])
     tiles = []
@@ -312,10 +268,10 @@ def _thread_pool() -> ThreadPoolExecutor:
 
 
 def _vec4(values, fill: int) -> wp.vec4i:
-    return wp.vec4i(*(list(values) + [fill] * (_kernels.MAX_GRID_DIMS - len(values))))
+    return wp.vec4i(*(list(values) + [fill] * (_indexing.MAX_GRID_DIMS - len(values))))
 
 
-def _recorded(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launch:
+def _recorded(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launch:
     """A recorded launch of `op`'s kernel for one tile, with its grid and strides set;
     one per thread, as the caller sets its array parameters."""
     cache = getattr(_local, "launches", None)
@@ -333,38 +289,28 @@ def _recorded(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> w
     return launch
 
 
-def record(op: OpSpec, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launch:
+def record(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launch:
     """A new recorded launch for one tile, with its grid and strides set and its arrays
-    null: of `op`'s kernel ("forward"), its tangent or VJP kernel ("tangent", "vjp"), or
-    Warp's adjoint of its kernel ("adjoint")."""
+    null: of `op`'s forward, tangent or VJP kernel (`kind`)."""
     flat = len(tile.grid) <= 1
     if flat:
-        grid = _kernels.FlatGrid()
+        grid = _indexing.FlatGrid()
     else:
-        grid = _kernels.Grid()
+        grid = _indexing.Grid()
         grid.ndim = len(tile.grid)
         grid.shape = _vec4(tile.grid, 1)
     grid.size = tile.count
-    grid.run = CPU_RUN if op.runs and kind in ("forward", "vjp") and device == "cpu" else 1
+    grid.run = CPU_RUN if op.runs and device == "cpu" else 1
     grid.dense = tile.dense
     inputs: list[Any] = [grid]
     for strides in tile.strides:
         inputs += [None, _vec4(strides, 0)]
-    outputs = [None] * len(op.results)
-    if kind == "tangent":
-        inputs += [None] * len(op.operands)
-    elif kind == "vjp":
-        inputs += outputs
-        outputs = [None] * len(op.operands)
-    adjoint = kind == "adjoint"
+    arrays = {"forward": len(op.results), "tangent": len(op.operands) + len(op.results)}
+    inputs += [None] * arrays.get(kind, len(op.results) + len(op.operands))
     return wp.launch(
-        _overload(op, scalar, "forward" if adjoint else kind, flat),
+        _codegen.kernel(op, kind, scalar, flat),
         dim=-(-tile.count // grid.run),
         inputs=inputs,
-        outputs=outputs,
-        adj_inputs=[type(grid)()] + [None, wp.vec4i()] * len(op.operands) if adjoint else [],
-        adj_outputs=[None] * len(op.results) if adjoint else [],
-        adjoint=adjoint,
         device=device,
         record_cmd=True,
     )
@@ -376,7 +322,7 @@ ARRAY_T = type(wp.zeros(1, dtype=wp.float32, device="cpu").__ctype__())
 
 @functools.cache
 def _element_bytes(element: tuple[int, ...], scalar: type) -> int:
-    return wp.types.type_size_in_bytes(element_type(element, scalar))
+    return wp.types.type_size_in_bytes(_codegen.value_type(element, scalar))
 
 
 def _array_param(ptr: int, element, scalar: type, offset: int, total: int):
@@ -390,10 +336,10 @@ def _array_param(ptr: int, element, scalar: type, offset: int, total: int):
 
 
 def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> None:
-    """Launch `kind` ("forward", "tangent", "vjp" or "adjoint") over every tile. `arrays` lists
-    (parameter index, pointer, element shape, adjoint half?, element count, operand) for
-    every array parameter: its pointer moves with that operand's tile offset, or with the
-    tile's result offset where the operand is None."""
+    """Launch `kind` ("forward", "tangent" or "vjp") over every tile. `arrays` lists
+    (parameter index, pointer, element shape, element count, operand) for every array
+    parameter: its pointer moves with that operand's tile offset, or with the tile's
+    result offset where the operand is None."""
     op = operands.op
     stream = None if operands.device == "cpu" else wp.get_stream(operands.device)
 
@@ -402,12 +348,12 @@ def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> 
     def launch_tile(k: int):
         tile = tiles[k]
         launch = _recorded(op, kind, operands.scalar, operands.device, tile)
-        for index, ptr, element, adjoint, total, operand in arrays:
+        for index, ptr, element, total, operand in arrays:
             if callable(ptr):  # a per-tile buffer
                 ptr = ptr(k)
             offset = tile.offsets[operand] if operand is not None else tile.result_offset
             launch.set_param_at_index_from_ctype(
-                index, _array_param(ptr, element, operands.scalar, offset, total), adjoint=adjoint
+                index, _array_param(ptr, element, operands.scalar, offset, total)
             )
         launch.launch(stream)
 
@@ -426,21 +372,21 @@ def _elements(shape: tuple[int, ...], element: tuple[int, ...]) -> int:
     return math.prod(shape[: len(shape) - len(element)])
 
 
-def _operand_params(operands: Operands, first: int = 1, step: int = 2, buffers=None, adjoint=False):
+def _operand_params(operands: Operands, first: int = 1, step: int = 2, buffers=None):
     """Array parameters for one Buffer per operand. None sets the parameter to a null
     array, explicitly: a recorded launch keeps its parameters from the last call."""
     buffers = operands.buffers if buffers is None else buffers
     return [
-        (first + step * k, 0, o.element, adjoint, 0, k)
+        (first + step * k, 0, o.element, 0, k)
         if b is None
-        else (first + step * k, b.ptr, o.element, adjoint, _elements(b.shape, o.element), k)
+        else (first + step * k, b.ptr, o.element, _elements(b.shape, o.element), k)
         for k, (o, b) in enumerate(zip(operands.op.operands, buffers))
     ]
 
 
-def _result_params(operands: Operands, first: int, pointers, adjoint=False):
+def _result_params(operands: Operands, first: int, pointers):
     return [
-        (first + k, ptr, r.element, adjoint, operands.plan.size, None)
+        (first + k, ptr, r.element, operands.plan.size, None)
         for k, (r, ptr) in enumerate(zip(operands.op.results, pointers))
     ]
 
@@ -479,8 +425,8 @@ def vjp(
 
     `cotangents` has one entry per result (None means zero); `allocate_zeros` returns
     zero-filled arrays, into which the kernels accumulate. Given `allocate` (arrays left
-    as they are), a hand-written VJP kernel's gradient of a dense operand, which it
-    stores rather than adds, skips the zero-fill.
+    as they are), the gradient of a dense operand, which the kernel stores rather than
+    adds, skips the zero-fill.
     """
     op = operands.op
     if not op.differentiable:
@@ -488,7 +434,7 @@ def vjp(
     if needed is None:
         needed = [o.differentiable for o in op.operands]
     needed = [bool(n) and o.differentiable for n, o in zip(needed, op.operands)]
-    dense = dense_operands(operands.plan) if op.vjp_kernel is not None and allocate else 0
+    dense = dense_operands(operands.plan) if allocate else 0
     grads = [
         None
         if not need
@@ -505,36 +451,29 @@ def vjp(
             None if g is None else Buffer(g[1], shape, "", operands.device, g[0])
             for g, shape in zip(grads, operands.shapes)
         ]
-        # Deep grids loop over overlapping outer tiles: their adjoint stays on one thread.
-        deep = len(operands.plan.grid) > _kernels.MAX_GRID_DIMS
+        # Deep grids loop over overlapping outer tiles: their VJP stays on one thread.
+        deep = len(operands.plan.grid) > _indexing.MAX_GRID_DIMS
         parts = 1 if deep else _parts(operands)
         partials = _partial_sums(operands, grad_buffers, parts)
         cotangent_pointers = [c.ptr for c in cotangent_buffers]
-        kind, params, grad_params = backward_params(operands, cotangent_pointers, grad_buffers)
+        params, grad_params = backward_params(operands, cotangent_pointers, grad_buffers)
         params += [
-            (index, partials[k].pointer if k in partials else ptr, element, adjoint, total, k)
-            for index, ptr, element, adjoint, total, k in grad_params
+            (index, partials[k].pointer if k in partials else ptr, element, total, k)
+            for index, ptr, element, total, k in grad_params
         ]
-        _run(operands, kind, params, parts)
+        _run(operands, "vjp", params, parts)
         for partial in partials.values():
             partial.add_into_total()
     return [None if grad is None else grad[0] for grad in grads]
 
 
 def backward_params(operands: Operands, cotangent_pointers, grad_buffers):
-    """The reverse-mode launch: its kind ("vjp", the op's VJP kernel, or "adjoint",
-    Warp's adjoint of its kernel), the array parameters of the operands and cotangents,
-    and those of the gradients."""
-    op = operands.op
-    n = len(op.operands)
-    if op.vjp_kernel is not None:
-        cotangents = _result_params(operands, 1 + 2 * n, cotangent_pointers)
-        grads = _operand_params(operands, 1 + 2 * n + len(op.results), 1, grad_buffers)
-        return "vjp", _operand_params(operands) + cotangents, grads
-    # Warp's adjoint: gradients and cotangents fill the adjoint half of the parameters.
-    cotangents = _result_params(operands, 1 + 2 * n, cotangent_pointers, adjoint=True)
-    grads = _operand_params(operands, buffers=grad_buffers, adjoint=True)
-    return "adjoint", _operand_params(operands) + cotangents, grads
+    """The VJP launch's array parameters: those of the operands and cotangents, and
+    those of the gradients."""
+    n = len(operands.op.operands)
+    cotangents = _result_params(operands, 1 + 2 * n, cotangent_pointers)
+    grads = _operand_params(operands, 1 + 2 * n + len(operands.op.results), 1, grad_buffers)
+    return _operand_params(operands) + cotangents, grads
 
 
 class _PartialSums:
@@ -563,7 +502,7 @@ class _PartialSums:
 
 
 def _partial_sums(operands: Operands, grads: list[Buffer | None], parts: int) -> dict:
-    """Operand index -> _PartialSums, for the CPU adjoint split over `parts` threads: the
+    """Operand index -> _PartialSums, for the CPU VJP split over `parts` threads: the
     operands with stride 0 along the split (outermost launched) dimension."""
     tiles = _tiles(operands.plan, parts)
     if parts == 1 or len(tiles) == 1:
@@ -584,7 +523,7 @@ def jvp(
     """Forward-mode product: the results' tangents for one tangent per operand (None
     means zero), each tangent shaped like its operand."""
     op = operands.op
-    if not op.differentiable or op.tangent_kernel is None:
+    if not op.differentiable:
         raise TypeError(f"{op.name} is not differentiable")
     n = len(op.operands)
     tangent_buffers = [_tangent(operands, k, t, allocate_zeros) for k, t in enumerate(tangents)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._optable import VARIADIC, Operand, OpSpec
+from ._op import VARIADIC, Op, Operand
 
 # Warp indexes launches and arrays with 32-bit integers.
 MAX_ELEMENTS = 2**31 - 1
@@ -35,7 +35,7 @@ class LaunchPlan:
         return math.prod(self.batch_shape)
 
 
-def _shape_error(op: OpSpec, operand: Operand, shape: tuple[int, ...], why: str = "") -> ValueError:
+def _shape_error(op: Op, operand: Operand, shape: tuple[int, ...], why: str = "") -> ValueError:
     detail = f" ({why})" if why else ""
     return ValueError(
         f"{op.name}: argument '{operand.name}' has shape {shape}; "
@@ -43,7 +43,7 @@ def _shape_error(op: OpSpec, operand: Operand, shape: tuple[int, ...], why: str 
     )
 
 
-def leading_shape(op: OpSpec, operand: Operand, shape: tuple[int, ...]) -> tuple[int, ...]:
+def leading_shape(op: Op, operand: Operand, shape: tuple[int, ...]) -> tuple[int, ...]:
     """The leading (batch) dimensions of one operand, after checking its element shape."""
     n_element = len(operand.element)
     if len(shape) < n_element or tuple(shape[len(shape) - n_element :]) != operand.element:
@@ -89,7 +89,7 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _broadcast_groups(
-    op: OpSpec, shapes: list[tuple[int, ...]], layouts: list, leading: list[tuple[int, ...]]
+    op: Op, shapes: list[tuple[int, ...]], layouts: list, leading: list[tuple[int, ...]]
 ) -> dict[str, tuple[int, ...]]:
     """The broadcast shape of every leading-dimension group, naming the first misfit."""
     groups: dict[str, tuple[int, ...]] = {}
@@ -149,7 +149,7 @@ def _coalesce(
     return tuple(grid), tuple(tuple(s) for s in per_operand)
 
 
-def plan_launch(op: OpSpec, shapes: list[tuple[int, ...]], prefix: int = 0) -> LaunchPlan:
+def plan_launch(op: Op, shapes: list[tuple[int, ...]], prefix: int = 0) -> LaunchPlan:
     """Validate `shapes` (one per operand) against `op` and plan the launch.
 
     `prefix` leading dimensions, added by a vectorising transform (vmap), come first on
@@ -178,7 +178,7 @@ def plan_launch(op: OpSpec, shapes: list[tuple[int, ...]], prefix: int = 0) -> L
     return LaunchPlan(batch_shape, grid, coalesced)
 
 
-def result_shapes(op: OpSpec, shapes: list[tuple[int, ...]], prefix: int = 0):
+def result_shapes(op: Op, shapes: list[tuple[int, ...]], prefix: int = 0):
     """The full shape of every result, for operands of these shapes."""
     batch = plan_launch(op, shapes, prefix).batch_shape
     return [batch + result.element for result in op.results]

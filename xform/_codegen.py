@@ -1,0 +1,404 @@
+"""Kernels generated from an op's element function: forward, tangent (JVP) and VJP.
+
+Every op is one element function plus its `Op` entry (`_op.py`). From them this module
+writes the kernels' Python source, with concrete element types for float32 and float64
+and a launch grid of either kind (`FlatGrid`, `Grid`), and lets Warp compile it. A kernel
+reads each operand at the element its strides select (`_indexing.py`), calls element
+functions, and writes results at the launch index. Ops that ask for runs (`Op.runs`)
+loop over a run of launch indices per thread: a prepared operand is prepared once per
+distinct element, and a VJP sums each operand's cotangent in registers until that
+operand's element changes.
+
+**Reverse mode** calls an element VJP, `vjp(x_1..x_n, g_1..g_r) -> (x̄_1..x̄_n)`: the op's
+closed form where given, else Warp's adjoint of `<function(x), g>`, through `wp.grad`
+(the same code Warp's own backward pass runs for the function, called in a forward
+kernel). So the launch layer, not Warp's kernel adjoint, decides how gradients land:
+stored where no two launch indices share an element, added where an operand is
+broadcast (into per-thread partial sums on CPU, see `_launch.py`).
+
+**Forward mode** calls an element tangent, `tangent(x_1..x_n, dx_1..dx_n) -> (dy_1..dy_r)`:
+the op's closed form where given, else derived from the element VJP. Warp has no forward
+mode, and its reverse mode runs only inside this process's kernels, so the derivation is:
+component c of J dx is `<e_c, J dx> = <J^T e_c, dx>`, one reverse sweep of the element
+function per result component c, each seeded with the unit cotangent e_c. This is exact
+to rounding (every sweep is Warp's adjoint, never a difference quotient), stays in
+registers (one pass over memory, as the forward), and costs m sweeps for m result
+components: cheap where memory bounds the kernel (a GPU), m-fold arithmetic where it
+does not (a CPU), which is where a closed-form `tangent` pays. (Transposing the VJP
+instead would need the Jacobian too; differentiating the VJP again needs second-order
+adjoints, which Warp does not generate.)
+
+Modules: one Warp module per (op, product, dtype), so the first call of an op compiles
+only that op's forward kernels for that dtype, not the whole library.
+"""
+
+from __future__ import annotations
+
+import functools
+import linecache
+from typing import Any
+
+import warp as wp
+
+from . import _indexing
+from ._op import Op
+
+PRODUCTS = ("forward", "tangent", "vjp")
+SCALARS = {"float32": wp.float32, "float64": wp.float64}
+
+
+@functools.cache
+def value_type(element: tuple[int, ...], scalar: type):
+    """The Warp type of one element: a scalar, a vector or a matrix."""
+    if element == ():
+        return scalar
+    if len(element) == 1:
+        return wp.types.vector(element[0], scalar)
+    return wp.types.matrix(element, scalar)
+
+
+def _zero(type_name: str, element: tuple[int, ...]) -> str:
+    return f"{type_name}()" if element else f"{type_name}(0.0)"
+
+
+def _inner(a: str, b: str, element: tuple[int, ...]) -> str:
+    """The sum of the products of two elements' components."""
+    if element == ():
+        return f"{a} * {b}"
+    return f"wp.dot({a}, {b})" if len(element) == 1 else f"wp.ddot({a}, {b})"
+
+
+def _component(name: str, c: str, element: tuple[int, ...]) -> str:
+    """Component `c` (a flat index) of an element, as an assignable expression."""
+    if len(element) == 1:
+        return f"{name}[{c}]"
+    return f"{name}[{c} // {element[1]}, {c} % {element[1]}]"
+
+
+def _size(element: tuple[int, ...]) -> int:
+    size = 1
+    for n in element:
+        size *= n
+    return size
+
+
+def _tuple(names: list[str]) -> str:
+    return ", ".join(names)
+
+
+def _build(source: str, module: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    """Run generated source as the Python module `module`. Warp reads a function's source
+    to compile it, so the text is registered with linecache under its own file name."""
+    filename = f"<xform generated: {module}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"__name__": module, "wp": wp, "Any": Any, **namespace}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace
+
+
+def _types(op: Op, scalar: type) -> dict[str, Any]:
+    """Type names the generated source uses: A<k> an operand's stored element, X<k> the
+    value the function receives (after prepare), Y<j> a result, S the scalar."""
+    names: dict[str, Any] = {"S": scalar}
+    for k, o in enumerate(op.operands):
+        names[f"A{k}"] = value_type(o.element, scalar)
+        names[f"X{k}"] = value_type(o.value_element, scalar)
+    for j, r in enumerate(op.results):
+        names[f"Y{j}"] = value_type(r.element, scalar)
+    return names
+
+
+# --- element functions ------------------------------------------------------------------
+
+
+@functools.cache
+def _cotangent_dot(op: Op, scalar: type) -> wp.Function:
+    """`<function(x_1..x_n), (g_1..g_r)>`, the scalar whose gradient `wp.grad` takes."""
+    n, r = len(op.operands), len(op.results)
+    params = [f"x{k}: X{k}" for k in range(n)] + [f"g{j}: Y{j}" for j in range(r)]
+    ys = [f"y{j}" for j in range(r)]
+    pairing = " + ".join(_inner(f"y{j}", f"g{j}", res.element) for j, res in enumerate(op.results))
+    # Warp keys functions by name: each op's are named after it, so that two ops' element
+    # functions can meet in one kernel (a prepared operand's and the op's own).
+    source = f"""
+@wp.func
+def {op.key}_cotangent_dot({_tuple(params)}):
+    {_tuple(ys)} = F({_tuple([f"x{k}" for k in range(n)])})
+    return {pairing}
+"""
+    module = f"xform_ops.{op.key}.cotangent_dot.{scalar.__name__}"
+    namespace = _build(source, module, {"F": op.function, **_types(op, scalar)})
+    return namespace[f"{op.key}_cotangent_dot"]
+
+
+def _gradient_call(op: Op, scalar: type, cotangents: list[str]) -> str:
+    """`b0, ..., b<n-1>, _c0, ... = wp.grad(<cotangent_dot>)(x0, ..., cotangents...)`:
+    the operands' cotangents, by Warp's adjoint of the function."""
+    n = len(op.operands)
+    outs = [f"b{k}" for k in range(n)] + [f"_c{j}" for j in range(len(op.results))]
+    xs = [f"x{k}" for k in range(n)]
+    return f"{_tuple(outs)} = wp.grad(CD)({_tuple(xs + cotangents)})"
+
+
+@functools.cache
+def element_vjp(op: Op, scalar: type) -> wp.Function:
+    """`vjp(x_1..x_n, g_1..g_r) -> x̄_1..x̄_n` (one value for one operand): the op's closed
+    form, or Warp's adjoint of `<function(x), g>`."""
+    if op.vjp is not None:
+        return op.vjp
+    n, r = len(op.operands), len(op.results)
+    params = [f"x{k}: X{k}" for k in range(n)] + [f"g{j}: Y{j}" for j in range(r)]
+    source = (
+        f"@wp.func\ndef {op.key}_vjp({_tuple(params)}):\n"
+        f"    {_gradient_call(op, scalar, [f'g{j}' for j in range(r)])}\n"
+        f"    return {_tuple([f'b{k}' for k in range(n)])}\n"
+    )
+    module = f"xform_ops.{op.key}.element_vjp.{scalar.__name__}"
+    namespace = _build(source, module, {"CD": _cotangent_dot(op, scalar), **_types(op, scalar)})
+    return namespace[f"{op.key}_vjp"]
+
+
+@functools.cache
+def element_tangent(op: Op, scalar: type) -> wp.Function:
+    """`tangent(x_1..x_n, dx_1..dx_n) -> dy_1..dy_r`: the op's closed form, or one reverse
+    sweep of the element function per result component (see the module docstring).
+    Each sweep calls `wp.grad` here, not through the element VJP: Warp emits functions
+    that call `wp.grad` after all others, so one could not call another."""
+    if op.tangent is not None:
+        return op.tangent
+    n, r = len(op.operands), len(op.results)
+    params = [f"x{k}: X{k}" for k in range(n)] + [f"dx{k}: X{k}" for k in range(n)]
+    lines = ["@wp.func", f"def {op.key}_tangent({_tuple(params)}):"]
+    directional = " + ".join(
+        _inner(f"b{k}", f"dx{k}", o.value_element) for k, o in enumerate(op.operands)
+    )
+    for j, res in enumerate(op.results):
+        seeds = [f"Y{i}()" if op.results[i].element else "S(0.0)" for i in range(r)]
+        if res.element == ():
+            seeds[j] = "S(1.0)"
+            lines += [f"    {_gradient_call(op, scalar, seeds)}", f"    out{j} = {directional}"]
+            continue
+        seeds[j] = f"e{j}"
+        # A dynamic loop (its bound is not a literal): one sweep's code, not m copies.
+        lines += [
+            f"    out{j} = Y{j}()",
+            f"    count{j} = wp.int32({_size(res.element)})",
+            f"    for c in range(count{j}):",
+            f"        e{j} = Y{j}()",
+            f"        {_component(f'e{j}', 'c', res.element)} = S(1.0)",
+            f"        {_gradient_call(op, scalar, seeds)}",
+            f"        {_component(f'out{j}', 'c', res.element)} = {directional}",
+        ]
+    lines.append(f"    return {_tuple([f'out{j}' for j in range(r)])}")
+    namespace = _build(
+        "\n".join(lines) + "\n",
+        f"xform_ops.{op.key}.element_tangent.{scalar.__name__}",
+        {"CD": _cotangent_dot(op, scalar), **_types(op, scalar)},
+    )
+    return namespace[f"{op.key}_tangent"]
+
+
+# --- kernels ------------------------------------------------------------------------------
+
+
+def _signature(op: Op, product: str, grid: str) -> str:
+    params = [f"grid: {grid}"]
+    for k in range(len(op.operands)):
+        params += [f"a{k}: wp.array(dtype=A{k})", f"s{k}: wp.vec4i"]
+    if product == "forward":
+        params += [f"r{j}: wp.array(dtype=Y{j})" for j in range(len(op.results))]
+    elif product == "tangent":
+        params += [f"da{k}: wp.array(dtype=A{k})" for k in range(len(op.operands))]
+        params += [f"dr{j}: wp.array(dtype=Y{j})" for j in range(len(op.results))]
+    else:
+        params += [f"gr{j}: wp.array(dtype=Y{j})" for j in range(len(op.results))]
+        params += [f"ga{k}: wp.array(dtype=A{k})" for k in range(len(op.operands))]
+    return ", ".join(params)
+
+
+def _load(op: Op, k: int, product: str, index: str) -> list[str]:
+    """Read operand k (and, for the tangent, its tangent) at `index`, preparing it."""
+    if op.operands[k].prepare is None:
+        lines = [f"x{k} = a{k}[{index}]"]
+        if product == "tangent":
+            lines.append(f"dx{k} = da{k}[{index}]")
+        return lines
+    lines = [f"q{k} = a{k}[{index}]", f"x{k} = P{k}(q{k})"]
+    if product == "tangent":
+        lines.append(f"dx{k} = PT{k}(q{k}, da{k}[{index}])")
+    return lines
+
+
+def _gradient(op: Op, k: int, value: str) -> str:
+    """Operand k's cotangent from the cotangent `value` of what the function received."""
+    return value if op.operands[k].prepare is None else f"PV{k}(q{k}, {value})"
+
+
+def _flush(op: Op, k: int, index: str, value: str) -> list[str]:
+    store = f"accumulate(ga{k}, {index}, {_gradient(op, k, value)}, dense(grid, {k}))"
+    if op.operands[k].prepare is None:
+        return [store]
+    return [f"if ga{k}.shape[0] > 0:", f"    {store}"]  # a pull-back nobody needs is skipped
+
+
+def _compute(op: Op, product: str) -> list[str]:
+    """The per-index work once every x<k> (and dx<k>) is loaded: call the element
+    function, write results (forward, tangent) or give the VJP's values as b<k>."""
+    n, r = len(op.operands), len(op.results)
+    xs = [f"x{k}" for k in range(n)]
+    if product == "forward":
+        ys = [f"y{j}" for j in range(r)]
+        return [f"{_tuple(ys)} = F({_tuple(xs)})"] + [f"r{j}[i] = y{j}" for j in range(r)]
+    if product == "tangent":
+        ys = [f"dy{j}" for j in range(r)]
+        dxs = [f"dx{k}" for k in range(n)]
+        return [f"{_tuple(ys)} = TG({_tuple(xs + dxs)})"] + [f"dr{j}[i] = dy{j}" for j in range(r)]
+    gs = [f"gr{j}[i]" for j in range(r)]
+    return [f"{_tuple([f'b{k}' for k in range(n)])} = V({_tuple(xs + gs)})"]
+
+
+def _simple_body(op: Op, product: str) -> list[str]:
+    """One launch index per thread."""
+    lines = ["i = wp.tid()", "at = unravel(grid, i)"]
+    for k in range(len(op.operands)):
+        lines.append(f"j{k} = element_index(at, s{k})")
+        lines += _load(op, k, product, f"j{k}")
+    lines += _compute(op, product)
+    if product == "vjp":
+        for k, o in enumerate(op.operands):
+            if o.differentiable:
+                lines += _flush(op, k, f"j{k}", f"b{k}")
+    return lines
+
+
+def _run_body(op: Op, product: str) -> list[str]:
+    """A run of launch indices per thread: prepared operands are prepared when their
+    element changes; a VJP sums each operand's cotangent until its element changes."""
+    vjp = product == "vjp"
+    cached = [
+        k for k, o in enumerate(op.operands) if o.prepare is not None or (vjp and o.differentiable)
+    ]
+    lines = ["first, last = run_bounds(grid, wp.tid())", "at = unravel(grid, first)"]
+    for k in cached:
+        lines.append(f"i{k} = element_index(at, s{k})")
+        if op.operands[k].prepare is not None:
+            lines += _load(op, k, product, f"i{k}")
+        if vjp and op.operands[k].differentiable:
+            lines.append(f"sum{k} = {_zero(f'X{k}', op.operands[k].value_element)}")
+    loop = []
+    for k, o in enumerate(op.operands):
+        if k not in cached:
+            loop += _load(op, k, product, f"element_index(at, s{k})")
+            continue
+        loop += [f"j{k} = element_index(at, s{k})", f"if j{k} != i{k}:"]
+        change = []
+        if vjp and o.differentiable:
+            change += _flush(op, k, f"i{k}", f"sum{k}")
+            change.append(f"sum{k} = {_zero(f'X{k}', o.value_element)}")
+        change.append(f"i{k} = j{k}")
+        if o.prepare is not None:
+            change += _load(op, k, product, f"i{k}")
+        loop += ["    " + line for line in change]
+        if o.prepare is None:
+            loop.append(f"x{k} = a{k}[j{k}]")
+    loop += _compute(op, product)
+    if vjp:
+        loop += [f"sum{k} = sum{k} + b{k}" for k in cached if op.operands[k].differentiable]
+    loop.append("at = advance(grid, at)")
+    lines.append("for i in range(first, last):")
+    lines += ["    " + line for line in loop]
+    if vjp:
+        for k in cached:
+            if op.operands[k].differentiable:
+                lines += _flush(op, k, f"i{k}", f"sum{k}")
+    return lines
+
+
+@functools.cache
+def kernels(op: Op, product: str, scalar: type) -> dict[bool, wp.Kernel]:
+    """The kernels of one product of `op` for one dtype, keyed by `flat` (FlatGrid or
+    Grid), in a Warp module of their own. The launch layer relies on their parameters:
+    the grid, each operand with its strides, then for the forward the results; for the
+    tangent the operands' tangents and the results' tangents; for the VJP the results'
+    cotangents and the operands' gradients."""
+    if product != "forward" and not op.differentiable:
+        raise TypeError(f"{op.name} is not differentiable")
+    namespace: dict[str, Any] = {
+        "F": op.function,
+        **_types(op, scalar),
+        **{name: getattr(_indexing, name) for name in _INDEXING},
+    }
+    if product == "tangent":
+        namespace["TG"] = element_tangent(op, scalar)
+    if product == "vjp":
+        namespace["V"] = element_vjp(op, scalar)
+    for k, o in enumerate(op.operands):
+        if o.prepare is not None:
+            namespace[f"P{k}"] = o.prepare.function
+            if product == "tangent":
+                namespace[f"PT{k}"] = element_tangent(o.prepare, scalar)
+            if product == "vjp":
+                namespace[f"PV{k}"] = element_vjp(o.prepare, scalar)
+    body = _run_body(op, product) if op.runs else _simple_body(op, product)
+    source = _adjoint_anchor(op, product)
+    for grid in ("FlatGrid", "Grid"):
+        source += (
+            "\n\n@wp.kernel(enable_backward=False)\n"
+            f"def {product}_{grid.lower()}({_signature(op, product, grid)}):\n"
+            + "".join(f"    {line}\n" for line in body)
+        )
+    module = f"xform_ops.{op.key}.{product}.{scalar.__name__}"
+    wp.set_module_options({"enable_backward": False}, module=module)
+    built = _build(source, module, namespace)
+    return {True: built[f"{product}_flatgrid"], False: built[f"{product}_grid"]}
+
+
+def _derives(op: Op, product: str) -> bool:
+    """Whether `product` of `op` runs Warp's adjoint of the function (no closed form)."""
+    return (op.vjp if product == "vjp" else op.tangent) is None
+
+
+def _adjoint_anchor(op: Op, product: str) -> str:
+    """A kernel that is never launched, with Warp's backward pass enabled, calling the
+    element functions that `wp.grad` differentiates here. Warp generates a function's
+    adjoint only for backward-enabled kernels or `wp.grad`, and (in warp 1.19) a
+    function that a forward-only kernel of the module reached first keeps its callees'
+    adjoints empty even once `wp.grad` needs them; a backward-enabled caller makes Warp
+    generate every adjoint in the call graph."""
+    calls = []
+    if _derives(op, product):
+        inputs = [f"X{k}" for k in range(len(op.operands))]
+        calls.append(("F", inputs, [f"Y{j}" for j in range(len(op.results))]))
+    for k, o in enumerate(op.operands):
+        if o.prepare is not None and _derives(o.prepare, product):
+            calls.append((f"P{k}", [f"A{k}"], [f"X{k}"]))
+    if product == "forward" or not calls:
+        return ""
+    params, lines = [], []
+    for c, (function, inputs, outputs) in enumerate(calls):
+        params += [f"in{c}_{i}: wp.array(dtype={t})" for i, t in enumerate(inputs)]
+        params += [f"out{c}_{i}: wp.array(dtype={t})" for i, t in enumerate(outputs)]
+        values = [f"v{c}_{i}" for i in range(len(outputs))]
+        arguments = [f"in{c}_{i}[0]" for i in range(len(inputs))]
+        lines.append(f"{_tuple(values)} = {function}({_tuple(arguments)})")
+        lines += [f"out{c}_{i}[0] = {v}" for i, v in enumerate(values)]
+    return (
+        "\n\n@wp.kernel(enable_backward=True)\n"
+        f"def adjoint_anchor({_tuple(params)}):\n" + "".join(f"    {line}\n" for line in lines)
+    )
+
+
+_INDEXING = (
+    "Grid", "FlatGrid", "run_bounds", "unravel", "advance", "element_index", "dense", "accumulate",
+)  # fmt: skip
+
+
+def kernel(op: Op, product: str, scalar: type, flat: bool) -> wp.Kernel:
+    return kernels(op, product, scalar)[flat]
+
+
+def source_of(op: Op, product: str, scalar: type = wp.float32) -> str:
+    """The generated source of one product's kernels (for reading and debugging)."""
+    module = f"xform_ops.{op.key}.{product}.{scalar.__name__}"
+    kernels(op, product, scalar)
+    return "".join(linecache.cache[f"<xform generated: {module}>"][2])

@@ -1,0 +1,127 @@
+"""What every generated kernel shares: the launch grid, and how a launch index finds the
+element each operand contributes to it.
+
+A launch covers the coalesced broadcast batch (see `_layout.py`). Each array operand
+arrives with a `wp.vec4i` of element strides, zero along the dimensions it is broadcast
+over, so broadcast operands are read in place, never materialised; results are written
+contiguously at the launch index.
+"""
+
+from typing import Any
+
+import warp as wp
+
+# Leading dimensions that the launch grid can index directly; see `_layout.py`.
+MAX_GRID_DIMS = 4
+
+
+@wp.struct
+class Grid:
+    """The coalesced broadcast batch that one launch covers, innermost dimension first:
+    `size` launch indices in all, `run` of them per thread for kernels that loop over a
+    run (one per thread for the others). Bit k of `dense` is set when operand k has one
+    element per launch index of the whole batch (it is not broadcast): a VJP kernel then
+    stores that operand's gradient instead of adding into it."""
+
+    ndim: wp.int32
+    shape: wp.vec4i
+    size: wp.int32
+    run: wp.int32
+    dense: wp.int32
+
+
+@wp.struct
+class FlatGrid:
+    """A one-dimensional batch (the common case once dimensions are coalesced): its own
+    type, so that the kernels generated for it index operands without any division or
+    branch (a third of the per-point time on CPU)."""
+
+    size: wp.int32
+    run: wp.int32
+    dense: wp.int32
+
+
+@wp.func
+def run_bounds(grid: Any, thread: wp.int32):
+    """The launch indices [first, last) that one thread of a run-looping kernel covers."""
+    first = thread * grid.run
+    return first, wp.min(first + grid.run, grid.size)
+
+
+@wp.func
+def unravel(grid: FlatGrid, launch_index: wp.int32):
+    return wp.vec4i(launch_index, 0, 0, 0)
+
+
+@wp.func
+def unravel(grid: Grid, launch_index: wp.int32):  # noqa: F811 -- a Warp overload
+    """The launch index as grid coordinates, innermost first. The outermost coordinate needs
+    no division (the index is in range), so a 1-D grid costs nothing."""
+    i0 = launch_index
+    i1 = wp.int32(0)
+    i2 = wp.int32(0)
+    i3 = wp.int32(0)
+    if grid.ndim > 1:
+        i1 = i0 / grid.shape[0]
+        i0 = i0 - i1 * grid.shape[0]
+        if grid.ndim > 2:
+            i2 = i1 / grid.shape[1]
+            i1 = i1 - i2 * grid.shape[1]
+            if grid.ndim > 3:
+                i3 = i2 / grid.shape[2]
+                i2 = i2 - i3 * grid.shape[2]
+    return wp.vec4i(i0, i1, i2, i3)
+
+
+@wp.func
+def advance(grid: FlatGrid, coordinates: wp.vec4i):
+    """The coordinates of the next launch index."""
+    return wp.vec4i(coordinates[0] + 1, 0, 0, 0)
+
+
+@wp.func
+def advance(grid: Grid, coordinates: wp.vec4i):  # noqa: F811 -- a Warp overload
+    """The coordinates of the next launch index, as an odometer: no division. (Dimensions
+    past `ndim` have extent 1, so they only turn over past the last index.)"""
+    i0 = coordinates[0] + 1
+    i1 = coordinates[1]
+    i2 = coordinates[2]
+    i3 = coordinates[3]
+    if i0 == grid.shape[0]:
+        i0 = 0
+        i1 = i1 + 1
+        if i1 == grid.shape[1]:
+            i1 = 0
+            i2 = i2 + 1
+            if i2 == grid.shape[2]:
+                i2 = 0
+                i3 = i3 + 1
+    return wp.vec4i(i0, i1, i2, i3)
+
+
+@wp.func
+def element_index(coordinates: wp.vec4i, strides: wp.vec4i):
+    """Index of the element an operand with these strides contributes at these coordinates."""
+    return (
+        coordinates[0] * strides[0]
+        + coordinates[1] * strides[1]
+        + coordinates[2] * strides[2]
+        + coordinates[3] * strides[3]
+    )
+
+
+@wp.func
+def dense(grid: Any, operand: wp.int32):
+    return (grid.dense >> operand) & 1 != 0
+
+
+@wp.func
+def accumulate(gradient: wp.array(dtype=Any), index: wp.int32, value: Any, store: bool):
+    """Add into a gradient that several launch indices may share (a broadcast operand),
+    or store into one that only this index writes (`store`, no zero-fill needed); a null
+    array (an unneeded gradient) has length 0 and is skipped."""
+    if gradient.shape[0] > 0:
+        if store:
+            gradient[index] = value
+        else:
+            wp.atomic_add(gradient, index, value)

@@ -1,0 +1,334 @@
+"""Ops from element functions: `define_op` and the `Op` it returns.
+
+An op is a Warp function over elements (scalars, vectors, matrices) plus a description
+of its operands and results. Everything else is generated from that: the forward, VJP
+and tangent kernels (`_codegen.py`), shape checks and broadcasting (`_layout.py`), the
+launches (`_launch.py`), and each framework's function with its autodiff (`backends/`).
+The built-in ops are made here too (`xform/ops/`).
+
+Leading-dimension layouts (`batch`) are tuples of group names:
+
+- ``"..."``: any number of dimensions, broadcast by NumPy rules (right-aligned) among
+  all operands that carry ``"..."``;
+- any other name (``"B"``, ``"N"``): exactly one dimension, broadcast by size 1 among
+  the operands that carry the same name.
+
+A result's layout lists the groups that make up its leading shape, in order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import warp as wp
+
+VARIADIC = "..."
+
+
+@dataclass(frozen=True)
+class Operand:
+    """An array operand of an op: its element shape (`()` a scalar, `(n,)` a vector,
+    `(n, m)` a matrix) and how its leading dimensions broadcast.
+
+    - `batch`: the leading-dimension layout (see the module docstring).
+    - `single`: cuRobo's single pose; leading dims must be `()` or `(1,)`, and do not
+      reach the result.
+    - `prepare`: a one-operand, one-result op whose element function maps this operand's
+      element to the value the op's function receives (a quaternion to its rotation
+      matrix, say). Kernels that loop over runs compute it once per distinct element;
+      its derivatives come from the preparing op (closed forms where it has them).
+
+    `define_op` fills in `name` and `differentiable`.
+    """
+
+    element: tuple[int, ...]
+    batch: tuple[str, ...] = (VARIADIC,)
+    single: bool = False
+    prepare: Op | None = None
+    name: str = ""
+    differentiable: bool = True
+
+    def expected_shape(self) -> str:
+        if self.single:
+            return f"{self.element} or {(1, *self.element)}"
+        return "(" + ", ".join([*self.batch, *map(str, self.element)]) + ")"
+
+    @property
+    def value_element(self) -> tuple[int, ...]:
+        """The element shape the op's function receives (after `prepare`)."""
+        return self.element if self.prepare is None else self.prepare.results[0].element
+
+
+@dataclass(frozen=True)
+class Result:
+    """An array result of an op: its element shape and leading-dimension layout."""
+
+    element: tuple[int, ...]
+    batch: tuple[str, ...] = (VARIADIC,)
+    name: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class Op:
+    """An op: an element function and its operands and results, callable on NumPy, Warp,
+    PyTorch and JAX arrays (returning the same kind), differentiable in every framework.
+
+    Made by `define_op`; `xform.OPS` holds the built-ins. Ops compare by identity.
+    """
+
+    name: str
+    function: wp.Function
+    operands: tuple[Operand, ...]
+    results: tuple[Result, ...]
+    formula: str
+    tangent: wp.Function | None = None
+    vjp: wp.Function | None = None
+    # Kernels loop over a run of launch indices per CPU thread (see _codegen.py).
+    runs: bool = False
+    # cuRobo's optional preallocated buffers, in its order: result buffers, then
+    # gradient buffers (the PyTorch adapter's functional API takes them).
+    result_buffers: tuple[str, ...] = ()
+    gradient_buffers: tuple[str, ...] = ()
+    # Unique among all ops defined in this process: names Warp modules and custom ops.
+    key: str = ""
+
+    @property
+    def differentiable(self) -> bool:
+        return any(o.differentiable for o in self.operands)
+
+    @property
+    def differentiable_operands(self) -> tuple[str, ...]:
+        return tuple(o.name for o in self.operands if o.differentiable)
+
+    @property
+    def signature(self) -> inspect.Signature:
+        return inspect.Signature(
+            [
+                inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                for o in self.operands
+            ]
+        )
+
+    def docstring(self, not_differentiable: str, notes: str = "") -> str:
+        """The docstring every framework's function of this op carries."""
+        grads = ", ".join(self.differentiable_operands) or not_differentiable
+        arguments = "\n".join(f"    {o.name}: {o.expected_shape()}" for o in self.operands)
+        results = "\n".join(
+            f"    {r.name}: ({', '.join([*r.batch, *map(str, r.element)])})" for r in self.results
+        )
+        return (
+            f"{self.formula}\n\nArguments:\n{arguments}\nReturns:\n{results}\n"
+            f"Differentiable with respect to: {grads}.\n"
+            "Leading dimensions broadcast; float32 or float64; results have the input dtype."
+            + (f"\n{notes}" if notes else "")
+        )
+
+    def __call__(self, *args, **kwargs):
+        if kwargs or len(args) != len(self.operands):
+            args = self.signature.bind(*args, **kwargs).args
+        from . import _api
+
+        return _api.apply(self, args)
+
+    def __repr__(self) -> str:
+        operands = ", ".join(f"{o.name}{o.expected_shape()}" for o in self.operands)
+        return f"xform.Op({self.name}: {operands})"
+
+
+# Every op defined in this process, and who wants to hear of new ones (the torch adapter
+# registers a custom op for each, before any compiled region could need it).
+DEFINED: list[Op] = []
+_listeners: list[Callable[[Op], None]] = []
+_counter = itertools.count(1)
+
+
+def on_define(listener: Callable[[Op], None]) -> None:
+    """Call `listener` for every op defined so far and every op defined later."""
+    _listeners.append(listener)
+    for op in list(DEFINED):
+        listener(op)
+
+
+def _error(name: str, message: str) -> ValueError:
+    return ValueError(f"xform.define_op('{name}'): {message}")
+
+
+def _element_shape(name: str, what: str, shape) -> tuple[int, ...]:
+    if (
+        not isinstance(shape, tuple)
+        or len(shape) > 2
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape)
+    ):
+        raise _error(
+            name,
+            f"{what} has element shape {shape!r}; expected () for a scalar, (n,) for a "
+            "vector or (n, m) for a matrix, with positive ints",
+        )
+    return shape
+
+
+def _specs(name: str, kind: str, specs: Mapping[str, Any], cls) -> list:
+    if not isinstance(specs, Mapping) or not specs:
+        raise _error(name, f"{kind} must be a non-empty mapping of names to element shapes")
+    out = []
+    for key, spec in specs.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            raise _error(name, f"{kind} name {key!r} is not a Python identifier")
+        if not isinstance(spec, cls):
+            spec = cls(_element_shape(name, f"{kind[:-1]} '{key}'", spec))
+        else:
+            _element_shape(name, f"{kind[:-1]} '{key}'", spec.element)
+        if VARIADIC in spec.batch and spec.batch.count(VARIADIC) > 1:
+            raise _error(name, f"{kind[:-1]} '{key}' has more than one '...' in its batch layout")
+        out.append(dataclasses.replace(spec, name=key))
+    return out
+
+
+def _parameter_count(function: wp.Function) -> int:
+    return len(inspect.signature(function.func).parameters)
+
+
+def _check_function(name: str, what: str, function, parameters: int) -> None:
+    if not isinstance(function, wp.Function):
+        raise TypeError(
+            f"xform.define_op('{name}'): {what} must be a @wp.func, got {type(function).__name__}"
+        )
+    if _parameter_count(function) != parameters:
+        raise _error(
+            name,
+            f"{what} '{function.key}' takes {_parameter_count(function)} arguments; "
+            f"expected {parameters}",
+        )
+
+
+def define_op(
+    name: str,
+    function: wp.Function,
+    operands: Mapping[str, tuple[int, ...] | Operand],
+    results: Mapping[str, tuple[int, ...] | Result],
+    tangent: wp.Function | None = None,
+    vjp: wp.Function | None = None,
+    differentiable: Sequence[str] | None = None,
+    doc: str | None = None,
+    *,
+    runs: bool = False,
+    result_buffers: Sequence[str] = (),
+    gradient_buffers: Sequence[str] = (),
+) -> Op:
+    """Make an op from an element function.
+
+    `function` is a `@wp.func` over elements, generic in the scalar type (annotate its
+    arguments `typing.Any`), taking one argument per operand, in order, and returning
+    one value per result (a tuple for several). `operands` and `results` map names to
+    element shapes: `()` a scalar, `(n,)` a `wp.vector`, `(n, m)` a `wp.matrix`; leading
+    dimensions of all operands broadcast by NumPy rules, and results take the broadcast
+    shape. An `Operand` or `Result` in place of a shape sets more (batch layouts, cuRobo's
+    single pose, a prepared operand).
+
+    Derivatives are exact and need nothing more: the VJP is Warp's adjoint of `function`
+    (`wp.grad`), the JVP one reverse sweep per result component (see `_codegen.py`).
+    Closed forms, used where given:
+
+    - `tangent(x_1, ..., x_n, dx_1, ..., dx_n)` returns each result's tangent;
+    - `vjp(x_1, ..., x_n, g_1, ..., g_r)` returns each operand's cotangent.
+
+    `differentiable` names the operands to differentiate (default: all; `()`: none,
+    the results are marked non-differentiable). `doc` states the formula; it opens every
+    framework's docstring. `runs` makes CPU kernels loop over runs of launch indices
+    (worth it where operands are broadcast or prepared); `result_buffers` and
+    `gradient_buffers` name cuRobo's optional preallocated buffers (PyTorch only).
+
+    Returns an `xform.Op`, callable on NumPy, Warp, PyTorch and JAX arrays and accepted
+    by `xform.vjp` and `xform.jvp`.
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"xform.define_op: name {name!r} must be a Python identifier")
+    operand_specs = _specs(name, "operands", operands, Operand)
+    result_specs = _specs(name, "results", results, Result)
+    n, r = len(operand_specs), len(result_specs)
+    _check_function(name, "function", function, n)
+    if tangent is not None:
+        _check_function(name, "tangent", tangent, 2 * n)
+    if vjp is not None:
+        _check_function(name, "vjp", vjp, n + r)
+    names = [o.name for o in operand_specs]
+    if differentiable is None:
+        differentiable = names
+    elif isinstance(differentiable, str):
+        raise _error(name, "differentiable must be a sequence of operand names, not a string")
+    unknown = [d for d in differentiable if d not in names]
+    if unknown:
+        raise _error(name, f"differentiable names {unknown}, which are not operands {names}")
+    if len({*names, *(x.name for x in result_specs)}) != n + r:
+        raise _error(name, "operand and result names must be distinct")
+    batches = {x.batch for x in result_specs}
+    if len(batches) > 1:
+        raise _error(name, f"results must share one batch layout, got {sorted(batches)}")
+    for o in operand_specs:
+        if o.prepare is not None and (
+            not isinstance(o.prepare, Op)
+            or len(o.prepare.operands) != 1
+            or len(o.prepare.results) != 1
+            or o.prepare.operands[0].element != o.element
+        ):
+            raise _error(
+                name,
+                f"operand '{o.name}' is prepared by {o.prepare!r}; expected an op of one "
+                f"operand of element shape {o.element} and one result",
+            )
+    operand_specs = [
+        dataclasses.replace(o, differentiable=o.name in differentiable) for o in operand_specs
+    ]
+    if len(result_buffers) not in (0, r) or len(gradient_buffers) not in (0, n):
+        raise _error(
+            name, "result_buffers names one buffer per result; gradient_buffers one per operand"
+        )
+    key = name if all(op.key != name for op in DEFINED) else f"{name}_{next(_counter)}"
+    op = Op(
+        name=name,
+        function=function,
+        operands=tuple(operand_specs),
+        results=tuple(result_specs),
+        formula=doc or f"{name}: the element function {function.key}.",
+        tangent=tangent,
+        vjp=vjp,
+        runs=runs,
+        result_buffers=tuple(result_buffers),
+        gradient_buffers=tuple(gradient_buffers),
+        key=key,
+    )
+    DEFINED.append(op)
+    for listener in list(_listeners):
+        listener(op)
+    return op
+
+
+def derived(op: Op) -> Op:
+    """The same op without its closed-form derivatives (nor its prepared operands'):
+    both modes then come from the element functions' adjoints. For tests and benchmarks."""
+    cached = _derived.get(op)
+    if cached is None:
+        operands = {
+            o.name: dataclasses.replace(
+                o, prepare=None if o.prepare is None else derived(o.prepare), name=""
+            )
+            for o in op.operands
+        }
+        cached = _derived[op] = define_op(
+            f"{op.name}_derived",
+            op.function,
+            operands,
+            {r.name: dataclasses.replace(r, name="") for r in op.results},
+            differentiable=op.differentiable_operands,
+            doc=op.formula,
+            runs=op.runs,
+        )
+    return cached
+
+
+_derived: dict[Op, Op] = {}

@@ -1,0 +1,114 @@
+"""Conversions between rotation representations: quaternions and rotation matrices."""
+
+from typing import Any
+
+import warp as wp
+
+from .._op import define_op
+from .quaternion import quat_matrix_vjp, quat_to_matrix, quat_to_matrix_tangent
+
+
+@wp.func
+def shepperd_branch(m: Any):
+    """Which of 4w^2, 4x^2, 4y^2, 4z^2 (read off the diagonal) is largest: dividing by it
+    keeps the conversion accurate near 180 degrees."""
+    t0 = m[0, 0] + m[1, 1] + m[2, 2]
+    t1 = m[0, 0] - m[1, 1] - m[2, 2]
+    t2 = -m[0, 0] + m[1, 1] - m[2, 2]
+    t3 = -m[0, 0] - m[1, 1] + m[2, 2]
+    branch = int(3)  # noqa: UP018 -- a typed, mutable Warp local
+    if t0 >= t1 and t0 >= t2 and t0 >= t3:
+        branch = 0
+    elif t1 >= t2 and t1 >= t3:
+        branch = 1
+    elif t2 >= t3:
+        branch = 2
+    return branch
+
+
+@wp.func
+def shepperd_terms(m: Any, branch: int, one: Any):
+    """For the chosen branch, t = 4 c^2 (c the largest component) and the vector 4 c q,
+    both affine in m; with one = 0 they are the linear parts, i.e. their tangents."""
+    wx = m[2, 1] - m[1, 2]
+    wy = m[0, 2] - m[2, 0]
+    wz = m[1, 0] - m[0, 1]
+    xy = m[0, 1] + m[1, 0]
+    xz = m[0, 2] + m[2, 0]
+    yz = m[1, 2] + m[2, 1]
+    t = one + m[0, 0] + m[1, 1] + m[2, 2]
+    v = wp.vector(t, wx, wy, wz)
+    if branch == 1:
+        t = one + m[0, 0] - m[1, 1] - m[2, 2]
+        v = wp.vector(wx, t, xy, xz)
+    elif branch == 2:
+        t = one - m[0, 0] + m[1, 1] - m[2, 2]
+        v = wp.vector(wy, xy, t, yz)
+    elif branch == 3:
+        t = one - m[0, 0] - m[1, 1] + m[2, 2]
+        v = wp.vector(wz, xz, yz, t)
+    return t, v
+
+
+@wp.func
+def matrix_to_quat(m: Any):
+    """Shepperd's method, q = v / (2 sqrt(t)), with the sign chosen so that w >= 0."""
+    half = type(m[0, 0])(0.5)
+    t, v = shepperd_terms(m, shepperd_branch(m), type(m[0, 0])(1.0))
+    q = (half / wp.sqrt(t)) * v
+    if q[0] < type(q[0])(0.0):
+        q = -q
+    return q
+
+
+@wp.func
+def matrix_to_quat_tangent(m: Any, dm: Any):
+    half = type(m[0, 0])(0.5)
+    branch = shepperd_branch(m)
+    t, v = shepperd_terms(m, branch, type(m[0, 0])(1.0))
+    dt, dv = shepperd_terms(dm, branch, type(m[0, 0])(0.0))
+    scale = half / wp.sqrt(t)
+    dq = scale * (dv - (dt * half / t) * v)
+    if scale * v[0] < type(t)(0.0):
+        dq = -dq
+    return dq
+
+
+QUATERNION_TO_MATRIX = define_op(
+    "quaternion_to_matrix",
+    quat_to_matrix,
+    operands={"quaternion": (4,)},
+    results={"out_matrix": (3, 3)},
+    tangent=quat_to_matrix_tangent,
+    vjp=quat_matrix_vjp,
+    doc="The matrix of v -> q (0, v) q*: entries are quadratic in q, and equal |q|^2 "
+    "times the rotation matrix of q / |q|.",
+    result_buffers=("out_mat",),
+    gradient_buffers=("adj_quaternion",),
+)
+
+_SHEPPERD = (
+    "Shepperd's method: the largest of 4w^2 = 1 + m00 + m11 + m22 (and likewise "
+    "4x^2, 4y^2, 4z^2) gives one component, the off-diagonal sums and differences "
+    "the others; the sign is chosen so that w >= 0."
+)
+
+MATRIX_TO_QUATERNION = define_op(
+    "matrix_to_quaternion",
+    matrix_to_quat,
+    operands={"matrix": (3, 3)},
+    results={"out_quaternion": (4,)},
+    tangent=matrix_to_quat_tangent,
+    doc=_SHEPPERD,
+    result_buffers=("out_quat",),
+    gradient_buffers=("adj_matrix",),
+)
+
+CUDA_MATRIX_TO_QUATERNION = define_op(
+    "cuda_matrix_to_quaternion",
+    matrix_to_quat,
+    operands={"matrix": (3, 3)},
+    results={"out_quaternion": (4,)},
+    differentiable=(),
+    doc="As matrix_to_quaternion; not differentiable.",
+)

@@ -1,0 +1,127 @@
+"""Quaternion algebra on `[w, x, y, z]` vectors: the element functions every rotation op
+is written with.
+
+A quaternion acts on a vector by the sandwich product `q (0, v) q*`, which for any
+quaternion equals
+
+    R(q) v = (w^2 - |u|^2) v + 2 (u . v) u + 2 w (u x v),    q = (w, u),
+
+that is `|q|^2` times the rotation by `q / |q|`. It is a homogeneous quadratic in `q`, so
+every op agrees with `quaternion_to_matrix` for unit and non-unit quaternions alike.
+
+Vectors and matrices are built in one constructor call, never component by component:
+per-component writes break Warp's adjoint, which the derived derivatives run.
+"""
+
+from typing import Any
+
+import warp as wp
+
+
+@wp.func
+def vector_part(q: Any):
+    return wp.vector(q[1], q[2], q[3])
+
+
+@wp.func
+def quat_conjugate(q: Any):
+    return wp.vector(q[0], -q[1], -q[2], -q[3])
+
+
+@wp.func
+def quat_multiply(a: Any, b: Any):
+    """Hamilton product `a b`."""
+    return wp.vector(
+        a[0] * b[0] - a[1] * b[1] - a[2] * b[2] - a[3] * b[3],
+        a[0] * b[1] + a[1] * b[0] + a[2] * b[3] - a[3] * b[2],
+        a[0] * b[2] - a[1] * b[3] + a[2] * b[0] + a[3] * b[1],
+        a[0] * b[3] + a[1] * b[2] - a[2] * b[1] + a[3] * b[0],
+    )
+
+
+@wp.func
+def quat_rotate_polar(q: Any, r: Any, v: Any):
+    """The symmetric bilinear form B(q, r) v with B(q, q) v = q (0, v) q*. Every rotation
+    is written through it, so that the tangent of R(q) v along dq is 2 B(q, dq) v."""
+    wq = q[0]
+    uq = vector_part(q)
+    wr = r[0]
+    ur = vector_part(r)
+    return (
+        (wq * wr - wp.dot(uq, ur)) * v
+        + wp.dot(uq, v) * ur
+        + wp.dot(ur, v) * uq
+        + wq * wp.cross(ur, v)
+        + wr * wp.cross(uq, v)
+    )
+
+
+@wp.func
+def quat_rotate(q: Any, v: Any):
+    """The sandwich product `q (0, v) q*` as a 3-vector."""
+    return quat_rotate_polar(q, q, v)
+
+
+@wp.func
+def quat_rotate_tangent(q: Any, dq: Any, v: Any, dv: Any):
+    two = type(q[0])(2.0)
+    return quat_rotate(q, dv) + two * quat_rotate_polar(q, dq, v)
+
+
+@wp.func
+def quat_matrix_polar(q: Any, r: Any):
+    """The matrix of B(q, r): quat_matrix_polar(q, q) is the matrix of `quat_rotate(q, .)`."""
+    return wp.matrix(
+        q[0] * r[0] + q[1] * r[1] - q[2] * r[2] - q[3] * r[3],
+        q[1] * r[2] + r[1] * q[2] - q[0] * r[3] - r[0] * q[3],
+        q[1] * r[3] + r[1] * q[3] + q[0] * r[2] + r[0] * q[2],
+        q[1] * r[2] + r[1] * q[2] + q[0] * r[3] + r[0] * q[3],
+        q[0] * r[0] - q[1] * r[1] + q[2] * r[2] - q[3] * r[3],
+        q[2] * r[3] + r[2] * q[3] - q[0] * r[1] - r[0] * q[1],
+        q[1] * r[3] + r[1] * q[3] - q[0] * r[2] - r[0] * q[2],
+        q[2] * r[3] + r[2] * q[3] + q[0] * r[1] + r[0] * q[1],
+        q[0] * r[0] - q[1] * r[1] - q[2] * r[2] + q[3] * r[3],
+        shape=(3, 3),
+    )
+
+
+@wp.func
+def quat_to_matrix(q: Any):
+    """The matrix of `v -> q (0, v) q*`."""
+    return quat_matrix_polar(q, q)
+
+
+@wp.func
+def quat_to_matrix_tangent(q: Any, dq: Any):
+    return type(q[0])(2.0) * quat_matrix_polar(q, dq)
+
+
+@wp.func
+def quat_matrix_vjp(q: Any, g: Any):
+    """Pull the cotangent g of the matrix R(q) = B(q, q) back to q: twice the gradient of
+    the linear map r -> <g, B(q, r)>, whose coefficients are read off quat_matrix_polar."""
+    two = type(q[0])(2.0)
+    return two * wp.vector(
+        (g[0, 0] + g[1, 1] + g[2, 2]) * q[0]
+        + (g[2, 1] - g[1, 2]) * q[1]
+        + (g[0, 2] - g[2, 0]) * q[2]
+        + (g[1, 0] - g[0, 1]) * q[3],
+        (g[2, 1] - g[1, 2]) * q[0]
+        + (g[0, 0] - g[1, 1] - g[2, 2]) * q[1]
+        + (g[0, 1] + g[1, 0]) * q[2]
+        + (g[0, 2] + g[2, 0]) * q[3],
+        (g[0, 2] - g[2, 0]) * q[0]
+        + (g[0, 1] + g[1, 0]) * q[1]
+        + (g[1, 1] - g[0, 0] - g[2, 2]) * q[2]
+        + (g[1, 2] + g[2, 1]) * q[3],
+        (g[1, 0] - g[0, 1]) * q[0]
+        + (g[0, 2] + g[2, 0]) * q[1]
+        + (g[1, 2] + g[2, 1]) * q[2]
+        + (g[2, 2] - g[0, 0] - g[1, 1]) * q[3],
+    )
+
+
+@wp.func
+def quat_rotate_vjp(q: Any, v: Any, g: Any):
+    """Pull the cotangent g of `quat_rotate(q, v)` back to q (to v it is R(q)^T g)."""
+    return quat_matrix_vjp(q, wp.outer(g, v))
