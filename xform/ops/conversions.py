@@ -74,6 +74,62 @@ def matrix_to_quat_tangent(m: Any, dm: Any):
     return dq
 
 
+@wp.func
+def shepperd_terms_vjp(branch: int, t_bar: Any, v_bar: Any):
+    """The transpose of shepperd_terms' linear part: the cotangent of m for those of t
+    and v. Each term is a signed sum of two entries of m (or of the diagonal)."""
+    zero = type(t_bar)(0.0)
+    wx = zero
+    wy = zero
+    wz = zero
+    xy = zero
+    xz = zero
+    yz = zero
+    diagonal = wp.vector(zero, zero, zero)
+    if branch == 0:
+        a = t_bar + v_bar[0]
+        wx = v_bar[1]
+        wy = v_bar[2]
+        wz = v_bar[3]
+        diagonal = wp.vector(a, a, a)
+    elif branch == 1:
+        a = t_bar + v_bar[1]
+        wx = v_bar[0]
+        xy = v_bar[2]
+        xz = v_bar[3]
+        diagonal = wp.vector(a, -a, -a)
+    elif branch == 2:
+        a = t_bar + v_bar[2]
+        wy = v_bar[0]
+        xy = v_bar[1]
+        yz = v_bar[3]
+        diagonal = wp.vector(-a, a, -a)
+    else:
+        a = t_bar + v_bar[3]
+        wz = v_bar[0]
+        xz = v_bar[1]
+        yz = v_bar[2]
+        diagonal = wp.vector(-a, -a, a)
+    return wp.matrix(
+        diagonal[0], xy - wz, xz + wy,
+        xy + wz, diagonal[1], yz - wx,
+        xz - wy, yz + wx, diagonal[2],
+        shape=(3, 3),
+    )  # fmt: skip
+
+
+@wp.func
+def matrix_to_quat_vjp(m: Any, g: Any):
+    half = type(m[0, 0])(0.5)
+    branch = shepperd_branch(m)
+    t, v = shepperd_terms(m, branch, type(m[0, 0])(1.0))
+    scale = half / wp.sqrt(t)
+    signed = g
+    if scale * v[0] < type(t)(0.0):
+        signed = -g
+    return shepperd_terms_vjp(branch, -(scale * half / t) * wp.dot(v, signed), scale * signed)
+
+
 QUATERNION_TO_MATRIX = define_op(
     "quaternion_to_matrix",
     quat_to_matrix,
@@ -99,6 +155,7 @@ MATRIX_TO_QUATERNION = define_op(
     operands={"matrix": (3, 3)},
     results={"out_quaternion": (4,)},
     tangent=matrix_to_quat_tangent,
+    vjp=matrix_to_quat_vjp,
     doc=_SHEPPERD,
     result_buffers=("out_quat",),
     gradient_buffers=("adj_matrix",),

@@ -14,9 +14,11 @@ from .._op import Operand, Result, define_op
 from .conversions import QUATERNION_TO_MATRIX
 from .quaternion import (
     quat_conjugate,
+    quat_matrix_vjp,
     quat_multiply,
     quat_rotate,
     quat_rotate_tangent,
+    quat_rotate_vjp,
     quat_to_matrix,
     quat_to_matrix_tangent,
 )
@@ -91,6 +93,11 @@ def rigid_inverse_tangent(rot: Any, trans: Any, d_rot: Any, d_trans: Any):
 
 
 @wp.func
+def rigid_inverse_vjp(rot: Any, trans: Any, g_rot: Any, g_trans: Any):
+    return wp.transpose(g_rot) - wp.outer(trans, g_trans), -(rot @ g_trans)
+
+
+@wp.func
 def homogeneous(rotation: Any, position: Any, corner: Any):
     """[[rotation, position], [0, 0, 0, corner]]."""
     zero = type(corner)(0.0)
@@ -116,6 +123,15 @@ def pose_to_matrix_tangent(position: Any, quaternion: Any, d_position: Any, d_qu
 
 
 @wp.func
+def pose_to_matrix_vjp(position: Any, quaternion: Any, g: Any):
+    rotation = wp.matrix(
+        g[0, 0], g[0, 1], g[0, 2], g[1, 0], g[1, 1], g[1, 2], g[2, 0], g[2, 1], g[2, 2],
+        shape=(3, 3),
+    )  # fmt: skip
+    return wp.vector(g[0, 3], g[1, 3], g[2, 3]), quat_matrix_vjp(quaternion, rotation)
+
+
+@wp.func
 def pose_multiply(position: Any, quaternion: Any, position2: Any, quaternion2: Any):
     return quat_rotate(quaternion, position2) + position, quat_multiply(quaternion, quaternion2)
 
@@ -138,6 +154,26 @@ def pose_multiply_tangent(
 
 
 @wp.func
+def pose_multiply_vjp(
+    position: Any,
+    quaternion: Any,
+    position2: Any,
+    quaternion2: Any,
+    g_position: Any,
+    g_quaternion: Any,
+):
+    # <g, q1 q2> pulls back to g q2* on q1 and to q1* g on q2 (the multiplication matrices'
+    # transposes are those of the conjugates).
+    return (
+        g_position,
+        quat_rotate_vjp(quaternion, position2, g_position)
+        + quat_multiply(g_quaternion, quat_conjugate(quaternion2)),
+        quat_rotate(quat_conjugate(quaternion), g_position),
+        quat_multiply(quat_conjugate(quaternion), g_quaternion),
+    )
+
+
+@wp.func
 def pose_inverse(position: Any, quaternion: Any):
     inverse = quat_conjugate(quaternion)
     return -quat_rotate(inverse, position), inverse
@@ -149,6 +185,16 @@ def pose_inverse_tangent(position: Any, quaternion: Any, d_position: Any, d_quat
     return (
         -quat_rotate_tangent(quat_conjugate(quaternion), d_inverse, position, d_position),
         d_inverse,
+    )
+
+
+@wp.func
+def pose_inverse_vjp(position: Any, quaternion: Any, g_position: Any, g_quaternion: Any):
+    # -R(q*) t pulls back to -R(q) g on t, and through the conjugate on q.
+    inverse = quat_conjugate(quaternion)
+    return (
+        -quat_rotate(quaternion, g_position),
+        quat_conjugate(g_quaternion - quat_rotate_vjp(inverse, position, g_position)),
     )
 
 
@@ -218,6 +264,7 @@ GET_INV_TRANSFORM = define_op(
     operands={"w_rot_c": (3, 3), "w_trans_c": (3,)},
     results={"out_rot": (3, 3), "out_trans": (3,)},
     tangent=rigid_inverse_tangent,
+    vjp=rigid_inverse_vjp,
     doc="(R^T, -R^T t).",
 )
 
@@ -227,6 +274,7 @@ POSE_TO_MATRIX = define_op(
     operands={"position": (3,), "quaternion": (4,)},
     results={"out_matrix": (4, 4)},
     tangent=pose_to_matrix_tangent,
+    vjp=pose_to_matrix_vjp,
     doc="[[R(q), t], [0, 0, 0, 1]].",
     result_buffers=("out_matrix",),
 )
@@ -237,6 +285,7 @@ POSE_MULTIPLY = define_op(
     operands={"position": (3,), "quaternion": (4,), "position2": (3,), "quaternion2": (4,)},
     results={"out_position": (3,), "out_quaternion": (4,)},
     tangent=pose_multiply_tangent,
+    vjp=pose_multiply_vjp,
     doc="T1 T2 = (R(q1) t2 + t1, q1 q2): pose 2 is applied first.",
     result_buffers=("out_position", "out_quaternion"),
     gradient_buffers=("adj_pos", "adj_quat", "adj_pos2", "adj_quat2"),
@@ -248,6 +297,7 @@ POSE_INVERSE = define_op(
     operands={"position": (3,), "quaternion": (4,)},
     results={"out_position": (3,), "out_quaternion": (4,)},
     tangent=pose_inverse_tangent,
+    vjp=pose_inverse_vjp,
     doc="(-R(q)^T t, q*), with q* the conjugate.",
     result_buffers=("out_position", "out_quaternion"),
     gradient_buffers=("adj_pos", "adj_quat"),
