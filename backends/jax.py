@@ -448,10 +448,11 @@ def _make_function(op: Op):
     return function
 
 
-@functools.cache
 def function(op: Op):
     """The JAX function of `op`, built-in or made by `xform.define_op`."""
-    return _make_function(op)
+    if "jax" not in op.adapters:
+        op.adapters["jax"] = _make_function(op)
+    return op.adapters["jax"]
 
 
 FUNCTIONS = {name: function(op) for name, op in OPS.items()}

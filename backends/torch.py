@@ -414,7 +414,6 @@ def _register_custom_ops(op: Op):
 # Every op's custom ops, registered as soon as the op exists (registering inside a
 # region that torch.compile traces would break the trace).
 CUSTOM_OPS: dict[Op, object] = {}
-on_define(lambda op: CUSTOM_OPS.setdefault(op, _register_custom_ops(op)))
 
 
 # --- the functional API: cuRobo's signatures --------------------------------------------
@@ -490,12 +489,18 @@ def _compiled_call(custom, operands, result_buffers):
     return _unpack(outs)
 
 
-@functools.cache
 def function(op: Op):
-    """The PyTorch function of `op`, built-in or made by `xform.define_op`."""
-    return _make_functional(op)
+    """The PyTorch function of `op`, built-in or made by `xform.define_op` (made, and its
+    custom ops registered, when the op is defined, or when this module is imported)."""
+    return op.adapters["torch"]
 
 
+def _adopt(op: Op) -> None:
+    CUSTOM_OPS[op] = _register_custom_ops(op)
+    op.adapters["torch"] = _make_functional(op)
+
+
+on_define(_adopt)
 FUNCTIONS = {name: function(op) for name, op in OPS.items()}
 
 transform_points = FUNCTIONS["transform_points"]

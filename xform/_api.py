@@ -76,8 +76,45 @@ def _unpack(op: Op, results: list):
     return results[0] if len(op.results) == 1 else tuple(results)
 
 
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float, np.number)) and not isinstance(x, (bool, np.bool_))
+
+
+def numbers_as_arrays(op: Op, args: Sequence[Any]) -> Sequence[Any]:
+    """Python and NumPy numbers given for scalar operands (their natural spelling) as 0-d
+    arrays of the other arguments' kind and device. A Python number takes the other
+    arguments' dtype, as in NumPy, PyTorch and JAX; a NumPy number keeps its own."""
+    scalars = [_is_number(x) and o.element == () for o, x in zip(op.operands, args)]
+    if not any(scalars):
+        return args
+    like = next((x for x in args if not _is_number(x)), None)
+    kind = None if like is None else _interop.array_kind(like)
+
+    def convert(x, scalar):
+        if not scalar:
+            return x
+        dtype = getattr(x, "dtype", None) if isinstance(x, np.number) else None
+        if kind == "torch":
+            import torch
+
+            if dtype is not None:
+                return torch.from_numpy(np.asarray(x)).to(like.device)
+            return torch.tensor(x, dtype=like.dtype, device=like.device)
+        if kind == "jax":
+            import jax.numpy as jnp
+
+            return jnp.asarray(x, dtype=dtype or like.dtype)
+        if kind == "numpy" and dtype is None and like.dtype.kind == "f":
+            dtype = like.dtype
+        return np.asarray(x, dtype=dtype or np.float64)
+
+    return [convert(x, scalar) for x, scalar in zip(args, scalars)]
+
+
 def apply(op: Op, args: Sequence[Any]):
-    """Run `op` on NumPy, Warp, PyTorch or JAX arrays, returning the same array type."""
+    """Run `op` on NumPy, Warp, PyTorch or JAX arrays, returning the same array type.
+    Scalar operands may also be numbers (`numbers_as_arrays`)."""
+    args = numbers_as_arrays(op, args)
     kind = array_kind(op, args)
     if kind == "torch":
         from .backends import torch as adapter
@@ -108,6 +145,7 @@ def vjp(op: Op | str, args: Sequence[Any], cotangents) -> tuple:
     with broadcast dimensions summed; None for arguments that are not differentiable.
     """
     op = resolve(op)
+    args = numbers_as_arrays(op, args)
     kind = _core_kind(op, args, "vjp")
     if len(op.results) == 1 and not isinstance(cotangents, (tuple, list)):
         cotangents = (cotangents,)
@@ -123,6 +161,7 @@ def jvp(op: Op | str, args: Sequence[Any], tangents: Sequence[Any]):
     results' tangents for one tangent per argument (None for zero), each shaped like its
     argument. Returns one array for a one-result op, else a tuple."""
     op = resolve(op)
+    args = numbers_as_arrays(op, args)
     kind = _core_kind(op, args, "jvp")
     if len(tangents) != len(op.operands):
         raise ValueError(f"{op.name}: expected {len(op.operands)} tangents, got {len(tangents)}")

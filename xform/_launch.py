@@ -109,6 +109,8 @@ def as_buffer(op: Op, name: str, x: Any) -> Buffer:
     """A Buffer of a NumPy, Warp or DLPack-capable array, read in place if contiguous."""
     if isinstance(x, Buffer):
         return x
+    if isinstance(x, (int, float, np.number)) and not isinstance(x, (bool, np.bool_)):
+        x = np.asarray(x)  # a number: a 0-d array of its own dtype (a Python float: float64)
     if isinstance(x, np.ndarray):
         if x.flags.c_contiguous:
             return Buffer(x.ctypes.data, x.shape, x.dtype.name, "cpu", x)

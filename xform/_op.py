@@ -22,7 +22,7 @@ import dataclasses
 import inspect
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import warp as wp
@@ -96,6 +96,9 @@ class Op:
     gradient_buffers: tuple[str, ...] = ()
     # Unique among all ops defined in this process: names Warp modules and custom ops.
     key: str = ""
+    # Each framework adapter's function of this op, by framework, made once: a plain
+    # attribute, so that torch.compile traces a call through it without re-making it.
+    adapters: dict[str, Callable] = field(default_factory=dict, repr=False)
 
     @property
     def differentiable(self) -> bool:

@@ -14,20 +14,20 @@ from .transforms import (
     TRANSFORM_POINTS,
 )
 
-# Every built-in op by name, in the order the README's table lists them.
-OPS = {
-    op.name: op
-    for op in (
+# The built-in ops by family, in the order the documentation lists them.
+FAMILIES = {
+    "Points and poses (cuRobo's curobo.geom.transform)": (
         TRANSFORM_POINTS,
         BATCH_TRANSFORM_POINTS,
         BATCH_TRANSFORM_POINTS_INVERSE,
         TRANSFORM_POINT_INVERSE,
         GET_INV_TRANSFORM,
-        QUATERNION_TO_MATRIX,
-        MATRIX_TO_QUATERNION,
-        CUDA_MATRIX_TO_QUATERNION,
         POSE_TO_MATRIX,
         POSE_MULTIPLY,
         POSE_INVERSE,
-    )
+    ),
+    "Conversions": (QUATERNION_TO_MATRIX, MATRIX_TO_QUATERNION, CUDA_MATRIX_TO_QUATERNION),
 }
+
+# Every built-in op by name.
+OPS = {op.name: op for ops in FAMILIES.values() for op in ops}
