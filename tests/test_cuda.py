@@ -8,7 +8,7 @@ Skipped where Warp sees no CUDA device; run on a GPU machine when one is at hand
 import numpy as np
 import pytest
 import warp as wp
-from helpers import as_tuple, assert_matches
+from helpers import VARIANTS, as_tuple, assert_matches, variant
 from reference import leading_cases, random_args, reference, vmap_args
 
 import xform
@@ -51,8 +51,12 @@ def test_warp_cuda_values_match_reference(name, leadings, dtype, rng):
         assert_matches(got.numpy().reshape(want.shape), want, dtype)
 
 
+@pytest.mark.parametrize("which", VARIANTS)
 @pytest.mark.parametrize(("name", "leadings"), GRAD_CASES, ids=ids(GRAD_CASES))
-def test_warp_cuda_vjp_and_jvp_match_cpu(name, leadings, rng):
+def test_warp_cuda_vjp_and_jvp_match_cpu(name, leadings, which, rng):
+    """With the closed forms and as derived from the element function (Warp's adjoint,
+    compiled for the GPU by NVRTC)."""
+    op = variant(name, which)
     args = random_args(name, leadings, rng)
     cotangents = cotangents_for(name, args, rng)
     tangents = [rng.normal(size=a.shape) for a in args]
@@ -61,12 +65,33 @@ def test_warp_cuda_vjp_and_jvp_match_cpu(name, leadings, rng):
         return [wp.array(a, dtype=wp.float64, device="cuda:0") for a in arrays]
 
     for got, want in zip(
-        xform.vjp(name, gpu(args), gpu(cotangents)), xform.vjp(name, args, cotangents)
+        xform.vjp(op, gpu(args), gpu(cotangents)), xform.vjp(name, args, cotangents)
     ):
         np.testing.assert_allclose(got.numpy().reshape(want.shape), want, **CLOSE)
     expected = as_tuple(xform.jvp(name, args, tangents))
-    for got, want in zip(as_tuple(xform.jvp(name, gpu(args), gpu(tangents))), expected):
+    for got, want in zip(as_tuple(xform.jvp(op, gpu(args), gpu(tangents))), expected):
         np.testing.assert_allclose(got.numpy().reshape(want.shape), want, **CLOSE)
+
+
+@pytest.mark.parametrize(
+    ("name", "leadings"),
+    [
+        ("transform_points", [(), (), (1 << 20,)]),  # one pose: every lane shares it
+        ("batch_transform_points", [(1000,), (1,), (1000, 300)]),  # a shared quaternion
+        ("batch_transform_points_inverse", [(300,), (300,), (300, 1000)]),
+        ("pose_multiply", [(1,), (1,), (1 << 16,), (1 << 16,)]),  # cuRobo's TransformPose
+    ],
+)
+def test_warp_cuda_shared_gradients_match_cpu(name, leadings, rng):
+    """Gradients that many launch indices add into: strided runs summed in registers,
+    then lanes of a warp that share an element summed with shuffles (SHARED_ADD)."""
+    args = random_args(name, leadings, rng)
+    cotangents = cotangents_for(name, args, rng)
+    gpu = [wp.array(a, dtype=wp.float64, device="cuda:0") for a in (*args, *cotangents)]
+    got = xform.vjp(name, gpu[: len(args)], tuple(gpu[len(args) :]))
+    for g, want in zip(got, xform.vjp(name, args, cotangents)):
+        tolerance = {"rtol": 1e-9, "atol": 1e-11 * np.abs(want).max()}  # sums in other orders
+        np.testing.assert_allclose(g.numpy().reshape(want.shape), want, **tolerance)
 
 
 # --- PyTorch -------------------------------------------------------------------------------
@@ -254,6 +279,30 @@ def test_jax_gpu_jit_vmap_grad(jax_gpu, name, rng):
             sample = [a[k] if m else a for a, m in zip(stacked, mapped)]
             expected = jax.grad(loss)(*sample)
             np.testing.assert_allclose(np.asarray(batched[k]), np.asarray(expected), **CLOSE)
+
+
+# --- user ops --------------------------------------------------------------------------
+
+
+@torch_cuda
+def test_user_ops_on_cuda_through_torch(rng):
+    from test_define_op import POLAR, SCALED_ROTATE
+
+    shapes = [(5, 4), (5, 3), (5,)]
+    args = cuda_tensors([rng.normal(size=s) for s in shapes], requires_grad=True)
+    assert torch.autograd.gradcheck(SCALED_ROTATE, args, check_forward_ad=True)
+    (v,) = cuda_tensors([rng.normal(size=(6, 3))], requires_grad=True)
+    assert torch.autograd.gradcheck(POLAR, [v], check_forward_ad=True)
+
+
+def test_user_ops_on_gpu_through_jax(jax_gpu, rng):
+    from jax.test_util import check_grads
+    from test_define_op import POLAR, SCALED_ROTATE
+
+    jax, gpu = jax_gpu
+    args = [jax.device_put(rng.normal(size=s), gpu) for s in [(5, 4), (5, 3), (5,)]]
+    check_grads(jax.jit(SCALED_ROTATE), args, order=1, modes=["rev", "fwd"])
+    check_grads(POLAR, [jax.device_put(rng.normal(size=(6, 3)), gpu)], order=1, modes=["rev"])
 
 
 # --- interop ---------------------------------------------------------------------------

@@ -238,10 +238,17 @@ def _gradient(op: Op, k: int, value: str) -> str:
 
 
 def _flush(op: Op, k: int, index: str, value: str) -> list[str]:
-    store = f"accumulate(ga{k}, {index}, {_gradient(op, k, value)}, dense(grid, {k}))"
-    if op.operands[k].prepare is None:
-        return [store]
-    return [f"if ga{k}.shape[0] > 0:", f"    {store}"]  # a pull-back nobody needs is skipped
+    """Give operand k's gradient at `index` the cotangent `value`: stored where operand k
+    is dense (no other index shares the element), else added (see SHARED_ADD); nothing
+    where the gradient is not needed (a null array, of length 0)."""
+    return [
+        f"if ga{k}.shape[0] > 0:",
+        f"    gradient{k} = {_gradient(op, k, value)}",
+        f"    if dense(grid, {k}):",
+        f"        ga{k}[{index}] = gradient{k}",
+        "    else:",
+        f"        SA{k}(ga{k}, {index}, gradient{k})",
+    ]
 
 
 def _compute(op: Op, product: str) -> list[str]:
@@ -281,14 +288,15 @@ def _run_body(op: Op, product: str) -> list[str]:
     cached = [
         k for k, o in enumerate(op.operands) if o.prepare is not None or (vjp and o.differentiable)
     ]
-    lines = ["first, last = run_bounds(grid, wp.tid())", "at = unravel(grid, first)"]
+    lines = ["first, last, step = run_bounds(grid, wp.tid())", "at = unravel(grid, first)"]
     for k in cached:
         lines.append(f"i{k} = element_index(at, s{k})")
         if op.operands[k].prepare is not None:
             lines += _load(op, k, product, f"i{k}")
         if vjp and op.operands[k].differentiable:
             lines.append(f"sum{k} = {_zero(f'X{k}', op.operands[k].value_element)}")
-    loop = []
+    # Only a VJP runs strided (a GPU thread's run, see _launch._run_shape).
+    loop = ["if step != 1:", "    at = unravel(grid, i)"] if vjp else []
     # Operands read afresh at every index come last, after the (rarely taken) branches,
     # last operand first: measured, the point transforms' forward runs 10% faster on CPU
     # reading the points before the position than after it.
@@ -312,7 +320,7 @@ def _run_body(op: Op, product: str) -> list[str]:
     if vjp:
         loop += [f"sum{k} = sum{k} + b{k}" for k in cached if op.operands[k].differentiable]
     loop.append("at = advance(grid, at)")
-    lines.append("for i in range(first, last):")
+    lines.append(f"for i in range(first, last{', step' if vjp else ''}):")
     lines += ["    " + line for line in loop]
     if vjp:
         for k in cached:
@@ -339,6 +347,9 @@ def kernels(op: Op, product: str, scalar: type) -> dict[bool, wp.Kernel]:
         namespace["TG"] = element_tangent(op, scalar)
     if product == "vjp":
         namespace["V"] = element_vjp(op, scalar)
+        for k, o in enumerate(op.operands):
+            if o.differentiable:
+                namespace[f"SA{k}"] = _shared_add(o.element, scalar)
     for k, o in enumerate(op.operands):
         if o.prepare is not None:
             namespace[f"P{k}"] = o.prepare.function
@@ -396,8 +407,21 @@ def _adjoint_anchor(op: Op, product: str) -> str:
 
 
 _INDEXING = (
-    "Grid", "FlatGrid", "run_bounds", "unravel", "advance", "element_index", "dense", "accumulate",
+    "Grid", "FlatGrid", "run_bounds", "unravel", "advance", "element_index", "dense",
 )  # fmt: skip
+
+
+@functools.cache
+def _shared_add(element: tuple[int, ...], scalar: type) -> wp.Function:
+    """`shared_add(gradient, index, value)`: `_indexing.SHARED_ADD` for one element type."""
+    name = f"shared_add_{scalar.__name__}_{'x'.join(map(str, element)) or 'scalar'}"
+    source = (
+        f"@wp.func_native(SNIPPET)\n"
+        f"def {name}(gradient: wp.array(dtype=T), index: wp.int32, value: T): ...\n"
+    )
+    snippet = _indexing.SHARED_ADD.format(scalar=f"wp::{scalar.__name__}")
+    namespace = {"SNIPPET": snippet, "T": value_type(element, scalar)}
+    return _build(source, f"xform_ops.shared_add.{name}", namespace)[name]
 
 
 def kernel(op: Op, product: str, scalar: type, flat: bool) -> wp.Kernel:

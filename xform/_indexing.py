@@ -18,15 +18,18 @@ MAX_GRID_DIMS = 4
 @wp.struct
 class Grid:
     """The coalesced broadcast batch that one launch covers, innermost dimension first:
-    `size` launch indices in all, `run` of them per thread for kernels that loop over a
-    run (one per thread for the others). Bit k of `dense` is set when operand k has one
-    element per launch index of the whole batch (it is not broadcast): a VJP kernel then
-    stores that operand's gradient instead of adding into it."""
+    `size` launch indices in all. Kernels that loop over a run take `run` consecutive
+    indices per thread when `step` is 1 (a CPU thread's run), or every `step`-th index
+    from their own (a GPU thread's, so that neighbouring threads still read neighbouring
+    elements); other kernels take one index per thread. Bit k of `dense` is set when
+    operand k has one element per launch index of the whole batch (it is not broadcast):
+    a VJP kernel then stores that operand's gradient instead of adding into it."""
 
     ndim: wp.int32
     shape: wp.vec4i
     size: wp.int32
     run: wp.int32
+    step: wp.int32
     dense: wp.int32
 
 
@@ -38,14 +41,18 @@ class FlatGrid:
 
     size: wp.int32
     run: wp.int32
+    step: wp.int32
     dense: wp.int32
 
 
 @wp.func
 def run_bounds(grid: Any, thread: wp.int32):
-    """The launch indices [first, last) that one thread of a run-looping kernel covers."""
-    first = thread * grid.run
-    return first, wp.min(first + grid.run, grid.size)
+    """`range(first, last, step)`: the launch indices one thread of a run-looping kernel
+    covers."""
+    if grid.step == 1:
+        first = thread * grid.run
+        return first, wp.min(first + grid.run, grid.size), wp.int32(1)
+    return thread, grid.size, grid.step
 
 
 @wp.func
@@ -115,13 +122,25 @@ def dense(grid: Any, operand: wp.int32):
     return (grid.dense >> operand) & 1 != 0
 
 
-@wp.func
-def accumulate(gradient: wp.array(dtype=Any), index: wp.int32, value: Any, store: bool):
-    """Add into a gradient that several launch indices may share (a broadcast operand),
-    or store into one that only this index writes (`store`, no zero-fill needed); a null
-    array (an unneeded gradient) has length 0 and is skipped."""
-    if gradient.shape[0] > 0:
-        if store:
-            gradient[index] = value
-        else:
-            wp.atomic_add(gradient, index, value)
+# A gradient several launch indices add into (a broadcast operand's): on a GPU, the lanes
+# of a warp that hold the same element first sum their values with shuffles, and one lane
+# adds the sum (so a pose shared by a million points takes thousands of atomic adds, not
+# a million into one address); on a CPU, a plain add (each thread adds into partial sums
+# of its own, see _launch.py). Specialised per element type by _codegen.py.
+SHARED_ADD = """
+#if defined(__CUDA_ARCH__)
+    {scalar}* destination = reinterpret_cast<{scalar}*>(&wp::index(gradient, index));
+    {scalar}* components = reinterpret_cast<{scalar}*>(&value);
+    const unsigned int peers = __match_any_sync(__activemask(), index);
+    const bool leader = int(threadIdx.x & 31) == __ffs(peers) - 1;
+    for (int c = 0; c < int(sizeof(value) / sizeof({scalar})); ++c) {{
+        {scalar} total = {scalar}(0);
+        for (unsigned int rest = peers; rest; rest &= rest - 1)
+            total += __shfl_sync(peers, components[c], __ffs(rest) - 1);
+        if (leader)
+            atomicAdd(destination + c, total);
+    }}
+#else
+    wp::atomic_add(gradient, index, value);
+#endif
+"""

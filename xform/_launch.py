@@ -41,8 +41,10 @@ Allocator = Callable[[tuple[int, ...], type, str], tuple[Any, int]]
 
 # CPU launches of at least this many elements are split over the thread pool.
 PARALLEL_MIN_ELEMENTS = 1 << 15
-# Launch indices per CPU thread for kernels that loop over runs (a GPU thread takes one).
+# Launch indices per thread for kernels that loop over runs: a CPU thread's run, and a GPU
+# thread's when a VJP sums a shared gradient (see `_run_shape`).
 CPU_RUN = 256
+GPU_RUN = 16
 THREADS = max(1, os.cpu_count() or 1)
 
 
@@ -291,6 +293,21 @@ def _recorded(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> wp.La
     return launch
 
 
+def _run_shape(op: Op, kind: str, device: str, tile: Tile) -> tuple[int, int]:
+    """(run, step) of the grid (see `_indexing.Grid`) for ops whose kernels loop over runs:
+    on CPU, runs of CPU_RUN consecutive indices; on a GPU, a VJP that adds into a shared
+    (broadcast) gradient takes every step-th index in a run of GPU_RUN, summing in
+    registers before one add per run and element, and everything else one index."""
+    if not op.runs:
+        return 1, 1
+    if device == "cpu":
+        return CPU_RUN, 1
+    shared = sum(1 << k for k, o in enumerate(op.operands) if o.differentiable) & ~tile.dense
+    if kind == "vjp" and shared:
+        return GPU_RUN, -(-tile.count // GPU_RUN)
+    return 1, 1
+
+
 def record(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launch:
     """A new recorded launch for one tile, with its grid and strides set and its arrays
     null: of `op`'s forward, tangent or VJP kernel (`kind`)."""
@@ -302,7 +319,7 @@ def record(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launc
         grid.ndim = len(tile.grid)
         grid.shape = _vec4(tile.grid, 1)
     grid.size = tile.count
-    grid.run = CPU_RUN if op.runs and device == "cpu" else 1
+    grid.run, grid.step = _run_shape(op, kind, device, tile)
     grid.dense = tile.dense
     inputs: list[Any] = [grid]
     for strides in tile.strides:
@@ -311,7 +328,7 @@ def record(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launc
     inputs += [None] * arrays.get(kind, len(op.results) + len(op.operands))
     return wp.launch(
         _codegen.kernel(op, kind, scalar, flat),
-        dim=-(-tile.count // grid.run),
+        dim=-(-tile.count // grid.run) if grid.step == 1 else grid.step,
         inputs=inputs,
         device=device,
         record_cmd=True,
