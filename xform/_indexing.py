@@ -132,8 +132,8 @@ SHARED_ADD = """
     {scalar}* destination = reinterpret_cast<{scalar}*>(&wp::index(gradient, index));
     {scalar}* components = reinterpret_cast<{scalar}*>(&value);
     const unsigned int peers = __match_any_sync(__activemask(), index);
-    const bool leader = int(threadIdx.x & 31) == __ffs(peers) - 1;
-    for (int c = 0; c < int(sizeof(value) / sizeof({scalar})); ++c) {{
+    const bool leader = static_cast<int>(threadIdx.x & 31) == __ffs(peers) - 1;
+    for (int c = 0; c < static_cast<int>(sizeof(value) / sizeof({scalar})); ++c) {{
         {scalar} total = {scalar}(0);
         for (unsigned int rest = peers; rest; rest &= rest - 1)
             total += __shfl_sync(peers, components[c], __ffs(rest) - 1);
