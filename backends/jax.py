@@ -313,7 +313,7 @@ def primitives(op: Op):
     """(op, tangent, vjp) primitives of one op, with their rules."""
     n, r = len(op.operands), len(op.results)
 
-    forward = Primitive(f"xform_{op.name}")
+    forward = Primitive(f"xform_{op.key}")
     forward.multiple_results = True
 
     def forward_impl(*operands, prefix, cpu=False):
@@ -332,9 +332,9 @@ def primitives(op: Op):
     if not op.differentiable:
         return forward, None, None
 
-    tangent = Primitive(f"xform_{op.name}_tangent")
+    tangent = Primitive(f"xform_{op.key}_tangent")
     tangent.multiple_results = True
-    vjp = Primitive(f"xform_{op.name}_vjp")
+    vjp = Primitive(f"xform_{op.key}_vjp")
     vjp.multiple_results = True
 
     def forward_jvp(primals, tangents, *, prefix):
@@ -437,8 +437,11 @@ def _make_function(op: Op):
         if kwargs or len(args) != n:  # the common positional call skips binding
             args = [signature.bind(*args, **kwargs).arguments[o.name] for o in op.operands]
         operands = [_as_array(op, o.name, x) for o, x in zip(op.operands, args)]
-        if not op.differentiable:
-            operands = [jax.lax.stop_gradient(x) for x in operands]
+        # An operand the op is not differentiable in gets a zero derivative.
+        operands = [
+            x if o.differentiable else jax.lax.stop_gradient(x)
+            for o, x in zip(op.operands, operands)
+        ]
         results = forward.bind(*operands, prefix=0)
         return results[0] if len(results) == 1 else tuple(results)
 
@@ -457,14 +460,4 @@ def function(op: Op):
 
 FUNCTIONS = {name: function(op) for name, op in OPS.items()}
 
-transform_points = FUNCTIONS["transform_points"]
-batch_transform_points = FUNCTIONS["batch_transform_points"]
-batch_transform_points_inverse = FUNCTIONS["batch_transform_points_inverse"]
-transform_point_inverse = FUNCTIONS["transform_point_inverse"]
-get_inv_transform = FUNCTIONS["get_inv_transform"]
-quaternion_to_matrix = FUNCTIONS["quaternion_to_matrix"]
-matrix_to_quaternion = FUNCTIONS["matrix_to_quaternion"]
-cuda_matrix_to_quaternion = FUNCTIONS["cuda_matrix_to_quaternion"]
-pose_to_matrix = FUNCTIONS["pose_to_matrix"]
-pose_multiply = FUNCTIONS["pose_multiply"]
-pose_inverse = FUNCTIONS["pose_inverse"]
+globals().update(FUNCTIONS)  # every built-in op by name

@@ -307,7 +307,7 @@ def op_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
 
         @staticmethod
         def backward(ctx, *grad_outputs):
-            needed = tuple(ctx.needs_input_grad[:n])
+            needed = _needed(op, ctx.needs_input_grad)
             if not op.differentiable or not any(needed):
                 return (None,) * len(ctx.needs_input_grad)
             saved = ctx.saved_tensors
@@ -339,6 +339,12 @@ def op_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
 
     Function.__name__ = Function.__qualname__ = op.name
     return _with_cached_signature(Function)
+
+
+def _needed(op: Op, needs_input_grad) -> tuple[bool, ...]:
+    """Which operands' gradients to compute: those autograd asks for, of the operands the
+    op is differentiable in (the others' are None: no gradient flows)."""
+    return tuple(bool(g) and o.differentiable for g, o in zip(needs_input_grad, op.operands))
 
 
 def _grad_buffers(op: Op, inputs, start: int) -> list:
@@ -403,7 +409,7 @@ def _register_custom_ops(op: Op):
         ctx.save_for_backward(*inputs)
 
     def backward(ctx, *grad_outputs):
-        needed = list(ctx.needs_input_grad[:n])
+        needed = list(_needed(op, ctx.needs_input_grad))
         grads = custom_vjp(*ctx.saved_tensors, *grad_outputs, needed)
         return tuple(g if need else None for g, need in zip(grads, needed))
 
@@ -503,17 +509,7 @@ def _adopt(op: Op) -> None:
 on_define(_adopt)
 FUNCTIONS = {name: function(op) for name, op in OPS.items()}
 
-transform_points = FUNCTIONS["transform_points"]
-batch_transform_points = FUNCTIONS["batch_transform_points"]
-batch_transform_points_inverse = FUNCTIONS["batch_transform_points_inverse"]
-transform_point_inverse = FUNCTIONS["transform_point_inverse"]
-get_inv_transform = FUNCTIONS["get_inv_transform"]
-quaternion_to_matrix = FUNCTIONS["quaternion_to_matrix"]
-matrix_to_quaternion = FUNCTIONS["matrix_to_quaternion"]
-cuda_matrix_to_quaternion = FUNCTIONS["cuda_matrix_to_quaternion"]
-pose_to_matrix = FUNCTIONS["pose_to_matrix"]
-pose_multiply = FUNCTIONS["pose_multiply"]
-pose_inverse = FUNCTIONS["pose_inverse"]
+globals().update(FUNCTIONS)  # every built-in op by name
 
 
 # --- cuRobo's Function classes --------------------------------------------------------------

@@ -209,6 +209,71 @@ def test_bad_shapes_and_dtypes_name_the_operand(rng):
         xform.vjp(POLAR, [p], (np.ones(3), None))
 
 
+def test_ops_of_one_name_keep_their_own_kernels(rng):
+    @wp.func
+    def triple(x: Any):
+        return type(x[0])(3.0) * x
+
+    @wp.func
+    def double(x: Any):
+        return type(x[0])(2.0) * x
+
+    first = xform.define_op("multiply", double, {"x": (3,)}, {"y": (3,)})
+    second = xform.define_op("multiply", triple, {"x": (3,)}, {"y": (3,)})
+    third = xform.define_op("multiply_1", triple, {"x": (3,)}, {"y": (3,)})
+    assert len({first.key, second.key, third.key}) == 3
+    x = rng.normal(size=(4, 3))
+    np.testing.assert_array_equal(first(x), 2 * x)
+    np.testing.assert_array_equal(second(x), 3 * x)
+    np.testing.assert_array_equal(xform.vjp(second, [x], np.ones_like(x))[0], 3 * np.ones_like(x))
+    np.testing.assert_array_equal(xform.vjp(first, [x], np.ones_like(x))[0], 2 * np.ones_like(x))
+
+
+PARTLY = xform.define_op(
+    "scaled_rotate_points_only",
+    scaled_rotate,
+    operands={"quaternion": (4,), "points": (3,), "scale": ()},
+    results={"out_points": (3,)},
+    differentiable=("points",),
+)
+
+
+def test_operands_left_out_of_differentiable_have_zero_derivatives(rng):
+    q, p, s = case_args("scaled_rotate", 0, rng)
+    tangents = [rng.normal(size=q.shape), np.zeros_like(p), rng.normal(size=s.shape)]
+    np.testing.assert_array_equal(xform.jvp(PARTLY, [q, p, s], tangents), np.zeros_like(p))
+    g = rng.normal(size=p.shape)
+    grads = xform.vjp(PARTLY, [q, p, s], g)
+    assert grads[0] is None and grads[2] is None
+    np.testing.assert_allclose(grads[1], xform.vjp(SCALED_ROTATE, [q, p, s], g)[1], rtol=1e-12)
+    torch = pytest.importorskip("torch")
+    inputs = [torch.from_numpy(a).requires_grad_() for a in (q, p, s)]
+    PARTLY(*inputs).sum().backward()
+    assert inputs[0].grad is None and inputs[2].grad is None
+    np.testing.assert_allclose(
+        inputs[1].grad.numpy(), xform.vjp(PARTLY, [q, p, s], np.ones_like(p))[1]
+    )
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    grads = jax.grad(lambda *a: PARTLY(*a).sum(), argnums=(0, 1, 2))(q, p, s)
+    np.testing.assert_array_equal(np.asarray(grads[0]), np.zeros_like(q))
+    np.testing.assert_array_equal(np.asarray(grads[2]), np.zeros_like(s))
+
+
+def test_numbers_for_scalar_operands_with_warp_arrays(rng):
+    q, p, _ = case_args("scaled_rotate", 0, rng, np.float32)
+    got = SCALED_ROTATE(wp.array(q, dtype=wp.vec4f), wp.array(p, dtype=wp.vec3f), 2.0)
+    assert isinstance(got, wp.array) and got.dtype == wp.float32 and got.shape == (5, 3)
+    want = scaled_rotate_reference(q.astype(np.float64), p.astype(np.float64), 2.0)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_build_failure_names_the_op_and_its_declaration(rng):
+    wrong = xform.define_op("wrong_results", polar, {"vector": (3,)}, {"length": ()})
+    with pytest.raises(TypeError, match=r"xform.wrong_results: Warp could not build .*return"):
+        wrong(rng.normal(size=(2, 3)))
+
+
 def test_define_op_checks_its_arguments():
     with pytest.raises(ValueError, match="must be a Python identifier"):
         xform.define_op("not a name", polar, {"vector": (3,)}, {"length": ()})
@@ -224,6 +289,18 @@ def test_define_op_checks_its_arguments():
         xform.define_op("bad", polar, {"vector": (3,)}, {"length": ()}, tangent=scaled_rotate)
     with pytest.raises(ValueError, match="no op named 'polar'; the built-in ops are"):
         xform.vjp("polar", [np.ones(3)], np.ones(()))
+    with pytest.raises(ValueError, match="is not a Python identifier"):
+        xform.define_op("bad", polar, {"lambda": (3,)}, {"length": ()})
+    batch = xform.Operand((3,), ("B", "B"))
+    with pytest.raises(ValueError, match="a group twice"):
+        xform.define_op("bad", polar, {"vector": batch}, {"length": ()})
+    vector = xform.Operand((3,), ("B",))
+    with pytest.raises(ValueError, match="must list the operands' groups"):
+        xform.define_op("bad", polar, {"vector": vector}, {"length": xform.Result((), ("M",))})
+    count = len(xform._op.DEFINED)
+    with pytest.raises(ValueError):
+        xform.define_op("bad", polar, {"vector": vector}, {"length": ()})
+    assert len(xform._op.DEFINED) == count  # nothing half-made
 
 
 def test_a_non_differentiable_user_op(rng):

@@ -18,17 +18,8 @@ from .ops import OPS
 
 __version__ = "0.1.0"
 
-transform_points = _FUNCTIONS["transform_points"]
-batch_transform_points = _FUNCTIONS["batch_transform_points"]
-batch_transform_points_inverse = _FUNCTIONS["batch_transform_points_inverse"]
-transform_point_inverse = _FUNCTIONS["transform_point_inverse"]
-get_inv_transform = _FUNCTIONS["get_inv_transform"]
-quaternion_to_matrix = _FUNCTIONS["quaternion_to_matrix"]
-matrix_to_quaternion = _FUNCTIONS["matrix_to_quaternion"]
-cuda_matrix_to_quaternion = _FUNCTIONS["cuda_matrix_to_quaternion"]
-pose_to_matrix = _FUNCTIONS["pose_to_matrix"]
-pose_multiply = _FUNCTIONS["pose_multiply"]
-pose_inverse = _FUNCTIONS["pose_inverse"]
+# Every op as a function of this module (the list is generated: `docs/api.md` has it).
+globals().update(_FUNCTIONS)
 
 
 def jax_to_torch(fn):

@@ -44,22 +44,24 @@ ALLOCATORS = {
 
 def array_kind(op: Op, args: Sequence[Any]) -> str:
     """The one array kind ('numpy', 'warp', 'torch' or 'jax') of all arguments."""
-    kinds = []
+    kinds = {}
     for operand, x in zip(op.operands, args):
+        if isinstance(x, _launch.Buffer):  # a number made an array (numbers_as_arrays)
+            continue
         kind = _interop.array_kind(x)
         if kind is None:
             raise TypeError(
                 f"xform.{op.name}: argument '{operand.name}' is a {type(x).__module__}."
                 f"{type(x).__qualname__}; expected a NumPy, Warp, PyTorch or JAX array"
             )
-        kinds.append(kind)
-    if len(set(kinds)) > 1:
+        kinds[operand.name] = kind
+    if len(set(kinds.values())) > 1:
         raise TypeError(
             f"xform.{op.name}: arguments mix array types "
-            + ", ".join(f"'{o.name}': {k}" for o, k in zip(op.operands, kinds))
+            + ", ".join(f"'{name}': {kind}" for name, kind in kinds.items())
             + "; pass one array type (xform.to_torch / to_jax / ... convert without copying)"
         )
-    return kinds[0]
+    return next(iter(kinds.values()))
 
 
 def _core_kind(op: Op, args: Sequence[Any], what: str) -> str:
@@ -76,39 +78,42 @@ def _unpack(op: Op, results: list):
     return results[0] if len(op.results) == 1 else tuple(results)
 
 
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float, np.number)) and not isinstance(x, (bool, np.bool_))
-
-
 def numbers_as_arrays(op: Op, args: Sequence[Any]) -> Sequence[Any]:
-    """Python and NumPy numbers given for scalar operands (their natural spelling) as 0-d
-    arrays of the other arguments' kind and device. A Python number takes the other
-    arguments' dtype, as in NumPy, PyTorch and JAX; a NumPy number keeps its own."""
-    scalars = [_is_number(x) and o.element == () for o, x in zip(op.operands, args)]
+    """Numbers given for scalar operands (their natural spelling) as 0-d arrays of the other
+    arguments' kind, on their device. A Python number or a NumPy integer takes the other
+    arguments' float dtype (as a weakly typed scalar does in NumPy, PyTorch and JAX); a
+    NumPy float keeps its own. With Warp arrays, the number becomes a core Buffer (Warp has
+    no 0-d arrays), which the dispatch treats as being of the other arguments' kind."""
+    scalars = [_launch.is_number(x) and o.element == () for o, x in zip(op.operands, args)]
     if not any(scalars):
         return args
-    like = next((x for x in args if not _is_number(x)), None)
+    like = next((x for x, scalar in zip(args, scalars) if not scalar), None)
     kind = None if like is None else _interop.array_kind(like)
 
-    def convert(x, scalar):
-        if not scalar:
-            return x
-        dtype = getattr(x, "dtype", None) if isinstance(x, np.number) else None
+    def convert(x):
+        strong = isinstance(x, np.floating)
         if kind == "torch":
             import torch
 
-            if dtype is not None:
-                return torch.from_numpy(np.asarray(x)).to(like.device)
-            return torch.tensor(x, dtype=like.dtype, device=like.device)
+            dtype = torch.from_numpy(np.asarray(x)).dtype if strong else like.dtype
+            return torch.tensor(x, dtype=dtype, device=like.device)
         if kind == "jax":
+            import jax
             import jax.numpy as jnp
 
-            return jnp.asarray(x, dtype=dtype or like.dtype)
-        if kind == "numpy" and dtype is None and like.dtype.kind == "f":
-            dtype = like.dtype
-        return np.asarray(x, dtype=dtype or np.float64)
+            value = jnp.asarray(x, dtype=x.dtype if strong else like.dtype)
+            if isinstance(like, jax.Array) and not isinstance(like, jax.core.Tracer):
+                value = jax.device_put(value, like.sharding)
+            return value
+        if kind == "warp":
+            like_scalar = getattr(like.dtype, "_wp_scalar_type_", like.dtype)
+            dtype = x.dtype if strong else np.dtype(wp.dtype_to_numpy(like_scalar))
+            array = wp.array(np.asarray([x], dtype=dtype), device=like.device)
+            return _launch.Buffer(array.ptr, (), dtype.name, str(like.device), array)
+        dtype = x.dtype if strong else (like.dtype if kind == "numpy" else np.float64)
+        return np.asarray(x, dtype=dtype if np.dtype(dtype).kind == "f" else np.float64)
 
-    return [convert(x, scalar) for x, scalar in zip(args, scalars)]
+    return [convert(x) if scalar else x for x, scalar in zip(args, scalars)]
 
 
 def apply(op: Op, args: Sequence[Any]):
@@ -171,15 +176,11 @@ def jvp(op: Op | str, args: Sequence[Any], tangents: Sequence[Any]):
 
 
 def _make_function(op: Op):
-    signature = op.signature
-
     def function(*args, **kwargs):
-        if kwargs or len(args) != len(op.operands):  # the common positional call skips binding
-            args = signature.bind(*args, **kwargs).args
-        return apply(op, args)
+        return op(*args, **kwargs)
 
     function.__name__ = function.__qualname__ = op.name
-    function.__signature__ = signature
+    function.__signature__ = op.signature
     function.__doc__ = op.docstring("none (not differentiable)")
     return function
 

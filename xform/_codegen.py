@@ -28,23 +28,23 @@ does not (a CPU), which is where a closed-form `tangent` pays. (Transposing the 
 instead would need the Jacobian too; differentiating the VJP again needs second-order
 adjoints, which Warp does not generate.)
 
-Modules: one Warp module per (op, product, dtype), so the first call of an op compiles
-only that op's forward kernels for that dtype, not the whole library.
+Modules: the kernels of each (op, product, dtype) are a Warp module of their own, so the
+first call of an op compiles only that op's forward kernels for that dtype, not the whole
+library (the element functions generated alongside compile into the kernels that call
+them).
 """
 
 from __future__ import annotations
 
 import functools
 import linecache
+import math
 from typing import Any
 
 import warp as wp
 
 from . import _indexing
 from ._op import Op
-
-PRODUCTS = ("forward", "tangent", "vjp")
-SCALARS = {"float32": wp.float32, "float64": wp.float64}
 
 
 @functools.cache
@@ -75,15 +75,13 @@ def _component(name: str, c: str, element: tuple[int, ...]) -> str:
     return f"{name}[{c} // {element[1]}, {c} % {element[1]}]"
 
 
-def _size(element: tuple[int, ...]) -> int:
-    size = 1
-    for n in element:
-        size *= n
-    return size
-
-
 def _tuple(names: list[str]) -> str:
     return ", ".join(names)
+
+
+def _module(op: Op, part: str, scalar: type) -> str:
+    """The Python (and Warp) module name of one generated part of an op."""
+    return f"xform_ops.{op.key}.{part}.{scalar.__name__}"
 
 
 def _build(source: str, module: str, namespace: dict[str, Any]) -> dict[str, Any]:
@@ -126,7 +124,7 @@ def {op.key}_cotangent_dot({_tuple(params)}):
     {_tuple(ys)} = F({_tuple([f"x{k}" for k in range(n)])})
     return {pairing}
 """
-    module = f"xform_ops.{op.key}.cotangent_dot.{scalar.__name__}"
+    module = _module(op, "cotangent_dot", scalar)
     namespace = _build(source, module, {"F": op.function, **_types(op, scalar)})
     return namespace[f"{op.key}_cotangent_dot"]
 
@@ -153,7 +151,7 @@ def element_vjp(op: Op, scalar: type) -> wp.Function:
         f"    {_gradient_call(op, scalar, [f'g{j}' for j in range(r)])}\n"
         f"    return {_tuple([f'b{k}' for k in range(n)])}\n"
     )
-    module = f"xform_ops.{op.key}.element_vjp.{scalar.__name__}"
+    module = _module(op, "element_vjp", scalar)
     namespace = _build(source, module, {"CD": _cotangent_dot(op, scalar), **_types(op, scalar)})
     return namespace[f"{op.key}_vjp"]
 
@@ -182,7 +180,7 @@ def element_tangent(op: Op, scalar: type) -> wp.Function:
         # A dynamic loop (its bound is not a literal): one sweep's code, not m copies.
         lines += [
             f"    out{j} = Y{j}()",
-            f"    count{j} = wp.int32({_size(res.element)})",
+            f"    count{j} = wp.int32({math.prod(res.element)})",
             f"    for c in range(count{j}):",
             f"        e{j} = Y{j}()",
             f"        {_component(f'e{j}', 'c', res.element)} = S(1.0)",
@@ -192,7 +190,7 @@ def element_tangent(op: Op, scalar: type) -> wp.Function:
     lines.append(f"    return {_tuple([f'out{j}' for j in range(r)])}")
     namespace = _build(
         "\n".join(lines) + "\n",
-        f"xform_ops.{op.key}.element_tangent.{scalar.__name__}",
+        _module(op, "element_tangent", scalar),
         {"CD": _cotangent_dot(op, scalar), **_types(op, scalar)},
     )
     return namespace[f"{op.key}_tangent"]
@@ -365,7 +363,7 @@ def kernels(op: Op, product: str, scalar: type) -> dict[bool, wp.Kernel]:
             f"def {product}_{grid.lower()}({_signature(op, product, grid)}):\n"
             + "".join(f"    {line}\n" for line in body)
         )
-    module = f"xform_ops.{op.key}.{product}.{scalar.__name__}"
+    module = _module(op, product, scalar)
     wp.set_module_options({"enable_backward": False}, module=module)
     built = _build(source, module, namespace)
     return {True: built[f"{product}_flatgrid"], False: built[f"{product}_grid"]}
@@ -426,10 +424,3 @@ def _shared_add(element: tuple[int, ...], scalar: type) -> wp.Function:
 
 def kernel(op: Op, product: str, scalar: type, flat: bool) -> wp.Kernel:
     return kernels(op, product, scalar)[flat]
-
-
-def source_of(op: Op, product: str, scalar: type = wp.float32) -> str:
-    """The generated source of one product's kernels (for reading and debugging)."""
-    module = f"xform_ops.{op.key}.{product}.{scalar.__name__}"
-    kernels(op, product, scalar)
-    return "".join(linecache.cache[f"<xform generated: {module}>"][2])

@@ -107,11 +107,16 @@ def _warp_buffer(a: wp.array, shape: tuple[int, ...] | None = None) -> Buffer:
     return Buffer(0, shape, dtype.__name__, str(a.device), a, copy)
 
 
+def is_number(x: Any) -> bool:
+    """A Python or NumPy number (not a bool)."""
+    return isinstance(x, (int, float, np.number)) and not isinstance(x, (bool, np.bool_))
+
+
 def as_buffer(op: Op, name: str, x: Any) -> Buffer:
     """A Buffer of a NumPy, Warp or DLPack-capable array, read in place if contiguous."""
     if isinstance(x, Buffer):
         return x
-    if isinstance(x, (int, float, np.number)) and not isinstance(x, (bool, np.bool_)):
+    if is_number(x):
         x = np.asarray(x)  # a number: a 0-d array of its own dtype (a Python float: float64)
     if isinstance(x, np.ndarray):
         if x.flags.c_contiguous:
@@ -281,7 +286,7 @@ def _recorded(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> wp.La
     cache = getattr(_local, "launches", None)
     if cache is None:
         cache = _local.launches = collections.OrderedDict()
-    key = (op.name, kind, scalar, device, tile.grid, tile.strides, tile.count, tile.dense)
+    key = (op, kind, scalar, device, tile.grid, tile.strides, tile.count, tile.dense)
     launch = cache.get(key)
     if launch is not None:
         cache.move_to_end(key)
@@ -324,15 +329,26 @@ def record(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launc
     inputs: list[Any] = [grid]
     for strides in tile.strides:
         inputs += [None, _vec4(strides, 0)]
-    arrays = {"forward": len(op.results), "tangent": len(op.operands) + len(op.results)}
-    inputs += [None] * arrays.get(kind, len(op.results) + len(op.operands))
-    return wp.launch(
-        _codegen.kernel(op, kind, scalar, flat),
-        dim=-(-tile.count // grid.run) if grid.step == 1 else grid.step,
-        inputs=inputs,
-        device=device,
-        record_cmd=True,
-    )
+    # Array parameters after the operands: results (forward), or operands' tangents and
+    # results' (tangent), or results' cotangents and operands' gradients (VJP).
+    inputs += [None] * (len(op.results) + (0 if kind == "forward" else len(op.operands)))
+    try:
+        return wp.launch(
+            _codegen.kernel(op, kind, scalar, flat),
+            dim=-(-tile.count // grid.run) if grid.step == 1 else grid.step,
+            inputs=inputs,
+            device=device,
+            record_cmd=True,
+        )
+    except Exception as exc:  # Warp generating or compiling the kernel (first use only)
+        operands = ", ".join(f"{o.name} {o.value_element}" for o in op.operands)
+        results = ", ".join(f"{r.name} {r.element}" for r in op.results)
+        raise TypeError(
+            f"xform.{op.name}: Warp could not build the op's {kind} kernel for "
+            f"{scalar.__name__} on {device}. Its element function '{op.function.key}' must "
+            f"take ({operands}) and return ({results}) as declared, as must any closed-form "
+            f"tangent or VJP; Warp said: {exc}"
+        ) from exc
 
 
 # The ctypes struct a Warp kernel takes for an array, read off a public object.
@@ -545,6 +561,8 @@ def jvp(
     if not op.differentiable:
         raise TypeError(f"{op.name} is not differentiable")
     n = len(op.operands)
+    # An operand the op is not differentiable in moves nothing: its tangent counts as zero.
+    tangents = [t if o.differentiable else None for t, o in zip(tangents, op.operands)]
     tangent_buffers = [_tangent(operands, k, t, allocate_zeros) for k, t in enumerate(tangents)]
     results = [
         allocate(operands.result_shape(k), operands.scalar, operands.device)

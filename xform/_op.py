@@ -19,8 +19,11 @@ A result's layout lists the groups that make up its leading shape, in order.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import itertools
+import keyword
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,7 +91,8 @@ class Op:
     formula: str
     tangent: wp.Function | None = None
     vjp: wp.Function | None = None
-    # Kernels loop over a run of launch indices per CPU thread (see _codegen.py).
+    # Kernels loop over runs of launch indices: a CPU thread's run, and a GPU thread's in a
+    # VJP that adds into a shared gradient (see _codegen.py and _launch._run_shape).
     runs: bool = False
     # cuRobo's optional preallocated buffers, in its order: result buffers, then
     # gradient buffers (the PyTorch adapter's functional API takes them).
@@ -108,7 +112,7 @@ class Op:
     def differentiable_operands(self) -> tuple[str, ...]:
         return tuple(o.name for o in self.operands if o.differentiable)
 
-    @property
+    @functools.cached_property
     def signature(self) -> inspect.Signature:
         return inspect.Signature(
             [
@@ -148,13 +152,15 @@ class Op:
 DEFINED: list[Op] = []
 _listeners: list[Callable[[Op], None]] = []
 _counter = itertools.count(1)
+_lock = threading.RLock()
 
 
 def on_define(listener: Callable[[Op], None]) -> None:
     """Call `listener` for every op defined so far and every op defined later."""
-    _listeners.append(listener)
-    for op in list(DEFINED):
-        listener(op)
+    with _lock:
+        for op in list(DEFINED):
+            listener(op)
+        _listeners.append(listener)
 
 
 def _error(name: str, message: str) -> ValueError:
@@ -180,14 +186,13 @@ def _specs(name: str, kind: str, specs: Mapping[str, Any], cls) -> list:
         raise _error(name, f"{kind} must be a non-empty mapping of names to element shapes")
     out = []
     for key, spec in specs.items():
-        if not isinstance(key, str) or not key.isidentifier():
+        if not _is_name(key):
             raise _error(name, f"{kind} name {key!r} is not a Python identifier")
+        what = f"{cls.__name__.lower()} '{key}'"
         if not isinstance(spec, cls):
-            spec = cls(_element_shape(name, f"{kind[:-1]} '{key}'", spec))
+            spec = cls(_element_shape(name, what, spec))
         else:
-            _element_shape(name, f"{kind[:-1]} '{key}'", spec.element)
-        if VARIADIC in spec.batch and spec.batch.count(VARIADIC) > 1:
-            raise _error(name, f"{kind[:-1]} '{key}' has more than one '...' in its batch layout")
+            _element_shape(name, what, spec.element)
         out.append(dataclasses.replace(spec, name=key))
     return out
 
@@ -235,21 +240,23 @@ def define_op(
 
     Derivatives are exact and need nothing more: the VJP is Warp's adjoint of `function`
     (`wp.grad`), the JVP one reverse sweep per result component (see `_codegen.py`).
-    Closed forms, used where given:
+    Closed forms, used where given, over the same values `function` receives (a prepared
+    operand's prepared value) and covering every operand:
 
     - `tangent(x_1, ..., x_n, dx_1, ..., dx_n)` returns each result's tangent;
     - `vjp(x_1, ..., x_n, g_1, ..., g_r)` returns each operand's cotangent.
 
-    `differentiable` names the operands to differentiate (default: all; `()`: none,
-    the results are marked non-differentiable). `doc` states the formula; it opens every
-    framework's docstring. `runs` makes CPU kernels loop over runs of launch indices
-    (worth it where operands are broadcast or prepared); `result_buffers` and
-    `gradient_buffers` name cuRobo's optional preallocated buffers (PyTorch only).
+    `differentiable` names the operands to differentiate (default: those whose `Operand`
+    says so, all for plain shapes; `()`: none, the results are marked non-differentiable);
+    the others have zero derivatives. `doc` states the formula; it opens every framework's
+    docstring. `runs` makes kernels loop over runs of launch indices (worth it where
+    operands are broadcast or prepared); `result_buffers` and `gradient_buffers` name
+    cuRobo's optional preallocated buffers (PyTorch only).
 
     Returns an `xform.Op`, callable on NumPy, Warp, PyTorch and JAX arrays and accepted
     by `xform.vjp` and `xform.jvp`.
     """
-    if not isinstance(name, str) or not name.isidentifier():
+    if not _is_name(name):
         raise ValueError(f"xform.define_op: name {name!r} must be a Python identifier")
     operand_specs = _specs(name, "operands", operands, Operand)
     result_specs = _specs(name, "results", results, Result)
@@ -261,7 +268,7 @@ def define_op(
         _check_function(name, "vjp", vjp, n + r)
     names = [o.name for o in operand_specs]
     if differentiable is None:
-        differentiable = names
+        differentiable = [o.name for o in operand_specs if o.differentiable]
     elif isinstance(differentiable, str):
         raise _error(name, "differentiable must be a sequence of operand names, not a string")
     unknown = [d for d in differentiable if d not in names]
@@ -269,21 +276,9 @@ def define_op(
         raise _error(name, f"differentiable names {unknown}, which are not operands {names}")
     if len({*names, *(x.name for x in result_specs)}) != n + r:
         raise _error(name, "operand and result names must be distinct")
-    batches = {x.batch for x in result_specs}
-    if len(batches) > 1:
-        raise _error(name, f"results must share one batch layout, got {sorted(batches)}")
+    _check_layouts(name, operand_specs, result_specs)
     for o in operand_specs:
-        if o.prepare is not None and (
-            not isinstance(o.prepare, Op)
-            or len(o.prepare.operands) != 1
-            or len(o.prepare.results) != 1
-            or o.prepare.operands[0].element != o.element
-        ):
-            raise _error(
-                name,
-                f"operand '{o.name}' is prepared by {o.prepare!r}; expected an op of one "
-                f"operand of element shape {o.element} and one result",
-            )
+        _check_prepare(name, o, o.name in differentiable)
     operand_specs = [
         dataclasses.replace(o, differentiable=o.name in differentiable) for o in operand_specs
     ]
@@ -291,29 +286,80 @@ def define_op(
         raise _error(
             name, "result_buffers names one buffer per result; gradient_buffers one per operand"
         )
-    key = name if all(op.key != name for op in DEFINED) else f"{name}_{next(_counter)}"
-    op = Op(
-        name=name,
-        function=function,
-        operands=tuple(operand_specs),
-        results=tuple(result_specs),
-        formula=doc or f"{name}: the element function {function.key}.",
-        tangent=tangent,
-        vjp=vjp,
-        runs=runs,
-        result_buffers=tuple(result_buffers),
-        gradient_buffers=tuple(gradient_buffers),
-        key=key,
-    )
-    DEFINED.append(op)
-    for listener in list(_listeners):
-        listener(op)
+    bad = [b for b in (*result_buffers, *gradient_buffers) if not _is_name(b)]
+    if bad:
+        raise _error(name, f"buffer names {bad} are not Python identifiers")
+    with _lock:
+        taken = {op.key for op in DEFINED}
+        key = name
+        while key in taken:
+            key = f"{name}_{next(_counter)}"
+        op = Op(
+            name=name,
+            function=function,
+            operands=tuple(operand_specs),
+            results=tuple(result_specs),
+            formula=doc or f"{name}: the element function {function.key}.",
+            tangent=tangent,
+            vjp=vjp,
+            runs=runs,
+            result_buffers=tuple(result_buffers),
+            gradient_buffers=tuple(gradient_buffers),
+            key=key,
+        )
+        for listener in list(_listeners):  # a listener's failure leaves no half-made op
+            listener(op)
+        DEFINED.append(op)
     return op
+
+
+def _is_name(name) -> bool:
+    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _check_layouts(name: str, operands: list[Operand], results: list[Result]) -> None:
+    """Each batch layout names a group once; the results' layout lists exactly the
+    groups the (non-single) operands have, so no batch dimension appears or vanishes."""
+    for spec in (*operands, *results):
+        if len(set(spec.batch)) != len(spec.batch):
+            raise _error(name, f"'{spec.name}' has the batch layout {spec.batch}, a group twice")
+    groups = {g for o in operands if not o.single for g in o.batch}
+    layout = set(results[0].batch)
+    if layout != groups:
+        raise _error(
+            name,
+            f"the results' batch layout {results[0].batch} must list the operands' groups "
+            f"{sorted(groups)}, each once",
+        )
+
+
+def _check_prepare(name: str, operand: Operand, differentiable: bool) -> None:
+    prepare = operand.prepare
+    if prepare is None:
+        return
+    if (
+        not isinstance(prepare, Op)
+        or len(prepare.operands) != 1
+        or len(prepare.results) != 1
+        or prepare.operands[0].element != operand.element
+        or prepare.operands[0].prepare is not None
+        or (differentiable and not prepare.differentiable)
+    ):
+        raise _error(
+            name,
+            f"operand '{operand.name}' is prepared by {prepare!r}; expected a differentiable "
+            f"op of one unprepared operand of element shape {operand.element} and one result",
+        )
 
 
 def derived(op: Op) -> Op:
     """The same op without its closed-form derivatives (nor its prepared operands'):
     both modes then come from the element functions' adjoints. For tests and benchmarks."""
+    with _lock:
+        return _derived_locked(op)
+
+
+def _derived_locked(op: Op) -> Op:
     cached = _derived.get(op)
     if cached is None:
         operands = {
