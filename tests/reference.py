@@ -8,6 +8,7 @@ here shares code with the kernels.
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import expm
 from scipy.spatial.transform import Rotation
 
 from xform import OPS
@@ -116,6 +117,117 @@ def pose_inverse(t, q):
     return -apply(transpose(rotation_matrix(q)), t), conjugate(q)
 
 
+# --- quaternion algebra, SO(3), SE(3) and distances: SciPy's Rotation, and the Lie
+# algebra's exponential through scipy.linalg.expm (Jacobians included: J_l is the
+# top-right block of expm([[ad, I], [0, 0]]), the integral of exp(s ad) over [0, 1]) ---
+
+
+def standardized(q):
+    return np.where(q[..., :1] < 0, -q, q)
+
+
+def skew(v):
+    x, y, z = np.moveaxis(v, -1, 0)
+    zero = np.zeros_like(x)
+    return np.stack(
+        [np.stack([zero, -z, y], -1), np.stack([z, zero, -x], -1), np.stack([-y, x, zero], -1)],
+        -2,
+    )
+
+
+def _per_element(fn, *arrays, element_ndims):
+    """fn applied to every element of broadcast arrays (fn returns one array)."""
+    arrays = _broadcast(*zip(arrays, element_ndims))
+    batch = arrays[0].shape[: arrays[0].ndim - element_ndims[0]]
+    out = [fn(*(a[index] for a in arrays)) for index in np.ndindex(batch)]
+    example = fn(*(np.zeros(a.shape[a.ndim - n :]) for a, n in zip(arrays, element_ndims)))
+    return np.array(out).reshape(*batch, *np.shape(example))
+
+
+def _integral_of_exp(a):
+    """∫_0^1 exp(s a) ds, as the top-right block of expm([[a, I], [0, 0]])."""
+    n = a.shape[0]
+    big = np.zeros((2 * n, 2 * n))
+    big[:n, :n], big[:n, n:] = a, np.eye(n)
+    return expm(big)[:n, n:]
+
+
+def rotvec_quaternion(w):
+    flat = w.reshape(-1, 3)
+    q = Rotation.from_rotvec(flat).as_quat(scalar_first=True) if len(flat) else np.zeros((0, 4))
+    return standardized(q).reshape(*w.shape[:-1], 4)
+
+
+def quaternion_rotvec(q):
+    flat = q.reshape(-1, 4)
+    w = Rotation.from_quat(flat, scalar_first=True).as_rotvec() if len(flat) else np.zeros((0, 3))
+    return w.reshape(*q.shape[:-1], 3)
+
+
+def so3_left_jacobian(w):
+    return _per_element(lambda v: _integral_of_exp(skew(v)), w, element_ndims=(1,))
+
+
+def se3_ad(xi):
+    out = np.zeros((6, 6))
+    out[:3, :3] = out[3:, 3:] = skew(xi[3:])
+    out[:3, 3:] = skew(xi[:3])
+    return out
+
+
+def se3_left_jacobian(xi):
+    return _per_element(lambda v: _integral_of_exp(se3_ad(v)), xi, element_ndims=(1,))
+
+
+def se3_exp(xi):
+    def one(v):
+        m = np.zeros((4, 4))
+        m[:3, :3], m[:3, 3] = skew(v[3:]), v[:3]
+        return expm(m)
+
+    t = _per_element(one, xi, element_ndims=(1,))
+    flat = t.reshape(-1, 4, 4)
+    q = (
+        Rotation.from_matrix(flat[:, :3, :3]).as_quat(scalar_first=True)
+        if len(flat)
+        else flat[:, 0]
+    )
+    return t[..., :3, 3], standardized(q.reshape(*xi.shape[:-1], 4))
+
+
+def se3_log(t, q):
+    t, q = _broadcast((t, 1), (q, 1))
+    w = quaternion_rotvec(q)
+    rho = np.linalg.solve(so3_left_jacobian(w), t[..., None])[..., 0]
+    return np.concatenate([rho, w], -1)
+
+
+def se3_hat(xi):
+    out = np.zeros((*xi.shape[:-1], 4, 4))
+    out[..., :3, :3], out[..., :3, 3] = skew(xi[..., 3:]), xi[..., :3]
+    return out
+
+
+def se3_adjoint(t, q):
+    t, q = _broadcast((t, 1), (q, 1))
+    r = rotation_matrix(q)
+    out = np.zeros((*t.shape[:-1], 6, 6))
+    out[..., :3, :3] = out[..., 3:, 3:] = r
+    out[..., :3, 3:] = skew(t) @ r
+    return out
+
+
+def angle(q):
+    flat = q.reshape(-1, 4)
+    a = Rotation.from_quat(flat, scalar_first=True).magnitude() if len(flat) else np.zeros(0)
+    return a.reshape(q.shape[:-1])
+
+
+def vee(m):
+    return 0.5 * np.stack([m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0],
+                           m[..., 1, 0] - m[..., 0, 1]], -1)  # fmt: skip
+
+
 REFERENCES = {
     "transform_points": transform_points,
     "batch_transform_points": batch_transform_points,
@@ -128,9 +240,59 @@ REFERENCES = {
     "pose_to_matrix": pose_to_matrix,
     "pose_multiply": pose_multiply,
     "pose_inverse": pose_inverse,
+    "quaternion_multiply": lambda a, b: hamilton(*_broadcast((a, 1), (b, 1))),
+    "quaternion_conjugate": conjugate,
+    "quaternion_inverse": lambda q: conjugate(q) / (q**2).sum(-1, keepdims=True),
+    "quaternion_normalize": lambda q: q / np.linalg.norm(q, axis=-1, keepdims=True),
+    "quaternion_standardize": standardized,
+    "quaternion_rotate": lambda q, v: apply(*_broadcast((rotation_matrix(q), 2), (v, 1))),
+    "so3_exp": rotvec_quaternion,
+    "so3_log": quaternion_rotvec,
+    "axis_angle_to_quaternion": rotvec_quaternion,
+    "quaternion_to_axis_angle": quaternion_rotvec,
+    "axis_angle_to_matrix": lambda w: (
+        Rotation.from_rotvec(w.reshape(-1, 3)).as_matrix().reshape(*w.shape[:-1], 3, 3)
+    ),
+    "matrix_to_axis_angle": lambda m: (
+        Rotation.from_matrix(m.reshape(-1, 3, 3)).as_rotvec().reshape(*m.shape[:-2], 3)
+    ),
+    "so3_hat": skew,
+    "so3_vee": vee,
+    "so3_left_jacobian": so3_left_jacobian,
+    "so3_left_jacobian_inverse": lambda w: np.linalg.inv(so3_left_jacobian(w)),
+    "so3_right_jacobian": lambda w: so3_left_jacobian(-w),
+    "so3_right_jacobian_inverse": lambda w: np.linalg.inv(so3_left_jacobian(-w)),
+    "se3_exp": se3_exp,
+    "se3_log": se3_log,
+    "se3_hat": se3_hat,
+    "se3_vee": lambda m: np.concatenate([m[..., :3, 3], vee(m[..., :3, :3])], -1),
+    "se3_adjoint": se3_adjoint,
+    "se3_left_jacobian": se3_left_jacobian,
+    "se3_left_jacobian_inverse": lambda xi: np.linalg.inv(se3_left_jacobian(xi)),
+    "se3_right_jacobian": lambda xi: se3_left_jacobian(-xi),
+    "se3_right_jacobian_inverse": lambda xi: np.linalg.inv(se3_left_jacobian(-xi)),
+    "rotation_angle": angle,
+    "quaternion_geodesic_distance": lambda a, b: angle(
+        hamilton(*_broadcast((conjugate(a), 1), (b, 1)))
+    ),
+    "matrix_geodesic_distance": lambda a, b: (
+        Rotation.from_matrix(
+            np.swapaxes(a, -1, -2) @ b if a.size and b.size else np.zeros((0, 3, 3))
+        )
+        .magnitude()
+        .reshape(np.broadcast_shapes(a.shape, b.shape)[:-2])
+    ),
 }
 
-MATRIX_INPUT_OPS = {"matrix_to_quaternion", "cuda_matrix_to_quaternion"}
+MATRIX_INPUT_OPS = {
+    "matrix_to_quaternion",
+    "cuda_matrix_to_quaternion",
+    "matrix_to_axis_angle",
+    "matrix_geodesic_distance",
+}
+# Tangents drawn at half scale: |omega| stays well inside (0, pi), where the logarithm is
+# the exponential's inverse and the Jacobians' inverses exist.
+TANGENT_INPUTS = {"omega", "axis_angle", "xi"}
 
 
 def reference(name: str, args) -> tuple[np.ndarray, ...]:
@@ -154,6 +316,8 @@ def random_args(name: str, leadings, rng: np.random.Generator, dtype=np.float64)
             a = random_rotations(rng, leading)
         else:
             a = rng.normal(size=(*leading, *operand.element))
+            if operand.name in TANGENT_INPUTS:
+                a = 0.5 * a
         args.append(a.astype(dtype))
     return args
 

@@ -2,6 +2,7 @@
 functions and the `define_op` calls that make them ops. The element functions are
 `@wp.func`s that user ops can call too."""
 
+from . import quaternion, se3, so3
 from .conversions import CUDA_MATRIX_TO_QUATERNION, MATRIX_TO_QUATERNION, QUATERNION_TO_MATRIX
 from .transforms import (
     BATCH_TRANSFORM_POINTS,
@@ -27,6 +28,44 @@ FAMILIES = {
         POSE_INVERSE,
     ),
     "Conversions": (QUATERNION_TO_MATRIX, MATRIX_TO_QUATERNION, CUDA_MATRIX_TO_QUATERNION),
+    "Quaternion algebra": (
+        quaternion.QUATERNION_MULTIPLY,
+        quaternion.QUATERNION_CONJUGATE,
+        quaternion.QUATERNION_INVERSE,
+        quaternion.QUATERNION_NORMALIZE,
+        quaternion.QUATERNION_STANDARDIZE,
+        quaternion.QUATERNION_ROTATE,
+    ),
+    "SO(3)": (
+        so3.SO3_EXP,
+        so3.SO3_LOG,
+        so3.AXIS_ANGLE_TO_QUATERNION,
+        so3.QUATERNION_TO_AXIS_ANGLE,
+        so3.AXIS_ANGLE_TO_MATRIX,
+        so3.MATRIX_TO_AXIS_ANGLE,
+        so3.SO3_HAT,
+        so3.SO3_VEE,
+        so3.SO3_LEFT_JACOBIAN,
+        so3.SO3_LEFT_JACOBIAN_INVERSE,
+        so3.SO3_RIGHT_JACOBIAN,
+        so3.SO3_RIGHT_JACOBIAN_INVERSE,
+    ),
+    "SE(3)": (
+        se3.SE3_EXP,
+        se3.SE3_LOG,
+        se3.SE3_HAT,
+        se3.SE3_VEE,
+        se3.SE3_ADJOINT,
+        se3.SE3_LEFT_JACOBIAN,
+        se3.SE3_LEFT_JACOBIAN_INVERSE,
+        se3.SE3_RIGHT_JACOBIAN,
+        se3.SE3_RIGHT_JACOBIAN_INVERSE,
+    ),
+    "Distances": (
+        so3.ROTATION_ANGLE,
+        so3.QUATERNION_GEODESIC_DISTANCE,
+        so3.MATRIX_GEODESIC_DISTANCE,
+    ),
 }
 
 # Every built-in op by name.

@@ -17,6 +17,8 @@ from typing import Any
 
 import warp as wp
 
+from .._op import define_op
+
 
 @wp.func
 def vector_part(q: Any):
@@ -125,3 +127,78 @@ def quat_matrix_vjp(q: Any, g: Any):
 def quat_rotate_vjp(q: Any, v: Any, g: Any):
     """Pull the cotangent g of `quat_rotate(q, v)` back to q (to v it is R(q)^T g)."""
     return quat_matrix_vjp(q, wp.outer(g, v))
+
+
+@wp.func
+def quat_multiply_vjp(a: Any, b: Any, g: Any):
+    """<g, a b> pulls back to g b* on a and a* g on b (the multiplication matrices'
+    transposes are those of the conjugates)."""
+    return quat_multiply(g, quat_conjugate(b)), quat_multiply(quat_conjugate(a), g)
+
+
+@wp.func
+def quat_inverse(q: Any):
+    return quat_conjugate(q) / wp.dot(q, q)
+
+
+@wp.func
+def quat_normalize(q: Any):
+    return q / wp.length(q)
+
+
+@wp.func
+def quat_standardize(q: Any):
+    """q or -q, whichever has w >= 0 (the same rotation)."""
+    if q[0] < type(q[0])(0.0):
+        return -q
+    return q
+
+
+QUATERNION_MULTIPLY = define_op(
+    "quaternion_multiply",
+    quat_multiply,
+    operands={"quaternion": (4,), "quaternion2": (4,)},
+    results={"out_quaternion": (4,)},
+    vjp=quat_multiply_vjp,
+    doc="The Hamilton product q1 q2 (the rotation q2, then q1).",
+)
+
+QUATERNION_CONJUGATE = define_op(
+    "quaternion_conjugate",
+    quat_conjugate,
+    operands={"quaternion": (4,)},
+    results={"out_quaternion": (4,)},
+    doc="[w, -x, -y, -z].",
+)
+
+QUATERNION_INVERSE = define_op(
+    "quaternion_inverse",
+    quat_inverse,
+    operands={"quaternion": (4,)},
+    results={"out_quaternion": (4,)},
+    doc="q* / |q|^2, so that q q^-1 = [1, 0, 0, 0].",
+)
+
+QUATERNION_NORMALIZE = define_op(
+    "quaternion_normalize",
+    quat_normalize,
+    operands={"quaternion": (4,)},
+    results={"out_quaternion": (4,)},
+    doc="q / |q|.",
+)
+
+QUATERNION_STANDARDIZE = define_op(
+    "quaternion_standardize",
+    quat_standardize,
+    operands={"quaternion": (4,)},
+    results={"out_quaternion": (4,)},
+    doc="q with its sign flipped where w < 0, so that w >= 0 (the same rotation).",
+)
+
+QUATERNION_ROTATE = define_op(
+    "quaternion_rotate",
+    quat_rotate,
+    operands={"quaternion": (4,), "vector": (3,)},
+    results={"out_vector": (3,)},
+    doc="q (0, v) q*: the rotation of v by q / |q|, times |q|^2.",
+)

@@ -1,0 +1,214 @@
+"""SE(3): the exponential and logarithm of poses, hat and vee, the adjoint, and the left
+and right Jacobians.
+
+A tangent is `xi = [rho, omega]`, translation part first (as jaxlie, PyPose, LieTorch).
+`exp(xi)` is the pose `(J_l(omega) rho, so3_exp(omega))`, and the left Jacobian is
+`[[J_l(omega), Q(rho, omega)], [0, J_l(omega)]]` (Barfoot, "State Estimation for
+Robotics", 2017, eq. 7.86, with the same series and closed forms as `so3.py`).
+"""
+
+from typing import Any
+
+import warp as wp
+
+from .._op import define_op
+from .quaternion import quat_to_matrix
+from .so3 import (
+    cosine_remainder,
+    hat,
+    left_jacobian,
+    left_jacobian_inverse,
+    sine_remainder,
+    sine_remainder2,
+    so3_exp,
+    so3_log,
+)
+from .transforms import homogeneous
+
+
+@wp.func
+def rho_of(xi: Any):
+    return wp.vector(xi[0], xi[1], xi[2])
+
+
+@wp.func
+def omega_of(xi: Any):
+    return wp.vector(xi[3], xi[4], xi[5])
+
+
+@wp.func
+def twist(rho: Any, omega: Any):
+    return wp.vector(rho[0], rho[1], rho[2], omega[0], omega[1], omega[2])
+
+
+@wp.func
+def blocks(a: Any, b: Any, c: Any, d: Any):
+    """The 6x6 matrix [[a, b], [c, d]] of four 3x3 blocks."""
+    return wp.matrix(
+        a[0, 0], a[0, 1], a[0, 2], b[0, 0], b[0, 1], b[0, 2],
+        a[1, 0], a[1, 1], a[1, 2], b[1, 0], b[1, 1], b[1, 2],
+        a[2, 0], a[2, 1], a[2, 2], b[2, 0], b[2, 1], b[2, 2],
+        c[0, 0], c[0, 1], c[0, 2], d[0, 0], d[0, 1], d[0, 2],
+        c[1, 0], c[1, 1], c[1, 2], d[1, 0], d[1, 1], d[1, 2],
+        c[2, 0], c[2, 1], c[2, 2], d[2, 0], d[2, 1], d[2, 2],
+        shape=(6, 6),
+    )  # fmt: skip
+
+
+@wp.func
+def se3_exp(xi: Any):
+    omega = omega_of(xi)
+    return left_jacobian(omega) @ rho_of(xi), so3_exp(omega)
+
+
+@wp.func
+def se3_log(position: Any, quaternion: Any):
+    omega = so3_log(quaternion)
+    return twist(left_jacobian_inverse(omega) @ position, omega)
+
+
+@wp.func
+def se3_hat(xi: Any):
+    """[[ [omega]x, rho ], [0, 0]]."""
+    return homogeneous(hat(omega_of(xi)), rho_of(xi), type(xi[0])(0.0))
+
+
+@wp.func
+def se3_vee(m: Any):
+    return wp.vector(
+        m[0, 3],
+        m[1, 3],
+        m[2, 3],
+        type(m[0, 0])(0.5) * (m[2, 1] - m[1, 2]),
+        type(m[0, 0])(0.5) * (m[0, 2] - m[2, 0]),
+        type(m[0, 0])(0.5) * (m[1, 0] - m[0, 1]),
+    )
+
+
+@wp.func
+def se3_adjoint(position: Any, quaternion: Any):
+    """Ad_T = [[R, [t]x R], [0, R]], so that T exp(xi) T^-1 = exp(Ad_T xi)."""
+    r = quat_to_matrix(quaternion)
+    zero = r * type(r[0, 0])(0.0)
+    return blocks(r, hat(position) @ r, zero, r)
+
+
+@wp.func
+def translation_jacobian(rho: Any, omega: Any):
+    """Barfoot's Q(rho, omega), the top-right block of the left Jacobian of SE(3):
+    Q = P/2 + c1 (WP + PW + WPW) + c2 (WWP + PWW - 3 WPW) + (c2 + 3 c3)/2 (WPWW + WWPW),
+    W = [omega]x, P = [rho]x, with c1 = (t - sin t)/t^3, c2 = (t^2/2 + cos t - 1)/t^4 and
+    c3 = (t - sin t - t^3/6)/t^5."""
+    x = wp.dot(omega, omega)
+    w = hat(omega)
+    p = hat(rho)
+    wp_ = w @ p
+    pw = p @ w
+    wpw = wp_ @ w
+    ww = w @ w
+    half = type(x)(0.5)
+    c2 = cosine_remainder(x)
+    return (
+        half * p
+        + sine_remainder(x) * (wp_ + pw + wpw)
+        + c2 * (ww @ p + pw @ w - type(x)(3.0) * wpw)
+        + half * (c2 + type(x)(3.0) * sine_remainder2(x)) * (wpw @ w + w @ wpw)
+    )
+
+
+@wp.func
+def se3_left_jacobian(xi: Any):
+    rho = rho_of(xi)
+    omega = omega_of(xi)
+    j = left_jacobian(omega)
+    return blocks(j, translation_jacobian(rho, omega), j * type(xi[0])(0.0), j)
+
+
+@wp.func
+def se3_left_jacobian_inverse(xi: Any):
+    """[[J^-1, -J^-1 Q J^-1], [0, J^-1]]."""
+    rho = rho_of(xi)
+    omega = omega_of(xi)
+    j_inv = left_jacobian_inverse(omega)
+    q = translation_jacobian(rho, omega)
+    return blocks(j_inv, -(j_inv @ q @ j_inv), j_inv * type(xi[0])(0.0), j_inv)
+
+
+@wp.func
+def se3_right_jacobian(xi: Any):
+    return se3_left_jacobian(-xi)
+
+
+@wp.func
+def se3_right_jacobian_inverse(xi: Any):
+    return se3_left_jacobian_inverse(-xi)
+
+
+_TWIST = {"xi": (6,)}
+_JACOBIAN = {"out_jacobian": (6, 6)}
+
+SE3_EXP = define_op(
+    "se3_exp",
+    se3_exp,
+    operands=_TWIST,
+    results={"out_position": (3,), "out_quaternion": (4,)},
+    doc="exp(xi) for xi = [rho, omega]: the pose (J_l(omega) rho, so3_exp(omega)).",
+)
+SE3_LOG = define_op(
+    "se3_log",
+    se3_log,
+    operands={"position": (3,), "quaternion": (4,)},
+    results={"out_xi": (6,)},
+    doc="log(T) = [J_l(omega)^-1 t, omega] with omega = so3_log(q); the inverse of se3_exp "
+    "for |omega| < pi.",
+)
+SE3_HAT = define_op(
+    "se3_hat",
+    se3_hat,
+    operands=_TWIST,
+    results={"out_matrix": (4, 4)},
+    doc="[[ [omega]x, rho ], [0, 0]] for xi = [rho, omega].",
+)
+SE3_VEE = define_op(
+    "se3_vee",
+    se3_vee,
+    operands={"matrix": (4, 4)},
+    results={"out_xi": (6,)},
+    doc="[rho, omega]: the top-right column, and the vector of the skew part of the "
+    "top-left 3x3 block.",
+)
+SE3_ADJOINT = define_op(
+    "se3_adjoint",
+    se3_adjoint,
+    operands={"position": (3,), "quaternion": (4,)},
+    results={"out_adjoint": (6, 6)},
+    doc="Ad_T = [[R, [t]x R], [0, R]] for T = (t, q), R = R(q): T exp(xi) T^-1 = exp(Ad_T xi).",
+)
+SE3_LEFT_JACOBIAN = define_op(
+    "se3_left_jacobian",
+    se3_left_jacobian,
+    operands=_TWIST,
+    results=_JACOBIAN,
+    doc="[[J_l(omega), Q(rho, omega)], [0, J_l(omega)]] with Barfoot's Q.",
+)
+SE3_LEFT_JACOBIAN_INVERSE = define_op(
+    "se3_left_jacobian_inverse",
+    se3_left_jacobian_inverse,
+    operands=_TWIST,
+    results=_JACOBIAN,
+    doc="[[J_l^-1, -J_l^-1 Q J_l^-1], [0, J_l^-1]], for |omega| < 2 pi.",
+)
+SE3_RIGHT_JACOBIAN = define_op(
+    "se3_right_jacobian",
+    se3_right_jacobian,
+    operands=_TWIST,
+    results=_JACOBIAN,
+    doc="J_r(xi) = J_l(-xi).",
+)
+SE3_RIGHT_JACOBIAN_INVERSE = define_op(
+    "se3_right_jacobian_inverse",
+    se3_right_jacobian_inverse,
+    operands=_TWIST,
+    results=_JACOBIAN,
+    doc="J_r(xi)^-1 = J_l(-xi)^-1, for |omega| < 2 pi.",
+)

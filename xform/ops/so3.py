@@ -1,0 +1,456 @@
+"""SO(3): the exponential and logarithm, axis-angle conversions, hat and vee, the left
+and right Jacobians, and geodesic distances, exact at the identity and at 180 degrees.
+
+A tangent is a rotation vector `omega` (axis times angle, radians), `theta = |omega|`.
+Every coefficient that is 0/0 at `theta = 0` is a power series in `theta^2` below
+`theta = 1` (to float64 rounding, so its derivatives are the series' too: Warp's adjoint
+of a closed form such as `sin(theta) / theta` would divide by zero at the identity), and
+its closed form above. Angles come from `atan2`, never `acos` (whose derivative is
+infinite at 0 and pi), and the logarithm divides by the largest quaternion component
+(Shepperd) for matrices near 180 degrees.
+
+References for the formulas: Barfoot, "State Estimation for Robotics" (2017), section 7.1;
+Sola et al., "A micro Lie theory for state estimation in robotics" (2018).
+"""
+
+from typing import Any
+
+import warp as wp
+
+from .._op import define_op
+from .conversions import matrix_to_quat
+from .quaternion import quat_conjugate, quat_multiply, vector_part
+
+_F64x9 = wp.types.vector(9, wp.float64)
+
+# Taylor coefficients in x = theta^2, from the constant term up; nine terms are exact to
+# float64 rounding for x < 1 (the first term left out is below 1e-17 of the sum).
+SIN_SERIES = wp.constant(
+    _F64x9(
+        1.0,
+        -1 / 6,
+        1 / 120,
+        -1 / 5040,
+        1 / 362880,
+        -1 / 39916800,
+        1 / 6227020800,
+        -1 / 1307674368000,
+        1 / 355687428096000,
+    )
+)  # fmt: skip  sin(t) / t
+COS_SERIES = wp.constant(
+    _F64x9(
+        1 / 2,
+        -1 / 24,
+        1 / 720,
+        -1 / 40320,
+        1 / 3628800,
+        -1 / 479001600,
+        1 / 87178291200,
+        -1 / 20922789888000,
+        1 / 6402373705728000,
+    )
+)  # fmt: skip  (1 - cos t) / t^2
+SINE_REMAINDER_SERIES = wp.constant(
+    _F64x9(
+        1 / 6,
+        -1 / 120,
+        1 / 5040,
+        -1 / 362880,
+        1 / 39916800,
+        -1 / 6227020800,
+        1 / 1307674368000,
+        -1 / 355687428096000,
+        1 / 121645100408832000,
+    )
+)  # fmt: skip  (t - sin t) / t^3
+COSINE_REMAINDER_SERIES = wp.constant(
+    _F64x9(
+        1 / 24,
+        -1 / 720,
+        1 / 40320,
+        -1 / 3628800,
+        1 / 479001600,
+        -1 / 87178291200,
+        1 / 20922789888000,
+        -1 / 6402373705728000,
+        1 / 2432902008176640000,
+    )
+)  # fmt: skip  (t^2 / 2 + cos t - 1) / t^4
+SINE_REMAINDER2_SERIES = wp.constant(
+    _F64x9(
+        -1 / 120,
+        1 / 5040,
+        -1 / 362880,
+        1 / 39916800,
+        -1 / 6227020800,
+        1 / 1307674368000,
+        -1 / 355687428096000,
+        1 / 121645100408832000,
+        -1 / 51090942171709440000,
+    )
+)  # fmt: skip  (t - sin t - t^3 / 6) / t^5
+JACOBIAN_INVERSE_SERIES = wp.constant(
+    _F64x9(
+        1 / 12,
+        1 / 720,
+        1 / 30240,
+        1 / 1209600,
+        1 / 47900160,
+        691 / 1307674368000,
+        1 / 74724249600,
+        3617 / 10670622842880000,
+        43867 / 5109094217170944000,
+    )
+)  # fmt: skip  1 / t^2 - cot(t / 2) / (2 t), whose coefficients are |B_2n| / (2n)!
+HALF_COS_SERIES = wp.constant(
+    _F64x9(
+        1.0,
+        -1 / 8,
+        1 / 384,
+        -1 / 46080,
+        1 / 10321920,
+        -1 / 3715891200,
+        1 / 1961990553600,
+        -1 / 1428329123020800,
+        1 / 1371195958099968000,
+    )
+)  # fmt: skip  cos(t / 2)
+HALF_SIN_SERIES = wp.constant(
+    _F64x9(
+        1 / 2,
+        -1 / 48,
+        1 / 3840,
+        -1 / 645120,
+        1 / 185794560,
+        -1 / 81749606400,
+        1 / 51011754393600,
+        -1 / 42849873690624000,
+        1 / 46620662575398912000,
+    )
+)  # fmt: skip  sin(t / 2) / t
+ATAN_SERIES = wp.constant(
+    _F64x9(1.0, -1 / 3, 1 / 5, -1 / 7, 1 / 9, -1 / 11, 1 / 13, -1 / 15, 1 / 17)
+)  # fmt: skip  atan(r) / r in r^2, used for r^2 < 1/100
+
+SERIES_BELOW = 1.0  # theta^2 under which the series replace the closed forms
+ATAN_SERIES_BELOW = 0.01  # (|u| / |w|)^2 under which the logarithm uses its series
+
+
+@wp.func
+def horner(x: Any, c: Any):
+    """sum_k c[k] x^k for the nine coefficients c, in x's precision."""
+    total = type(x)(c[8])
+    for k in range(7, -1, -1):
+        total = total * x + type(x)(c[k])
+    return total
+
+
+@wp.func
+def sin_over(x: Any):
+    """sin(theta) / theta, for x = theta^2."""
+    if x < type(x)(SERIES_BELOW):
+        return horner(x, SIN_SERIES)
+    theta = wp.sqrt(x)
+    return wp.sin(theta) / theta
+
+
+@wp.func
+def one_minus_cos_over(x: Any):
+    """(1 - cos(theta)) / theta^2, as 2 sin^2(theta / 2) / theta^2 (no cancellation)."""
+    if x < type(x)(SERIES_BELOW):
+        return horner(x, COS_SERIES)
+    theta = wp.sqrt(x)
+    half = wp.sin(type(x)(0.5) * theta) / theta
+    return type(x)(2.0) * half * half
+
+
+@wp.func
+def sine_remainder(x: Any):
+    """(theta - sin(theta)) / theta^3."""
+    if x < type(x)(SERIES_BELOW):
+        return horner(x, SINE_REMAINDER_SERIES)
+    theta = wp.sqrt(x)
+    return (theta - wp.sin(theta)) / (x * theta)
+
+
+@wp.func
+def cosine_remainder(x: Any):
+    """(theta^2 / 2 + cos(theta) - 1) / theta^4."""
+    if x < type(x)(SERIES_BELOW):
+        return horner(x, COSINE_REMAINDER_SERIES)
+    return (type(x)(0.5) - one_minus_cos_over(x)) / x
+
+
+@wp.func
+def sine_remainder2(x: Any):
+    """(theta - sin(theta) - theta^3 / 6) / theta^5."""
+    if x < type(x)(SERIES_BELOW):
+        return horner(x, SINE_REMAINDER2_SERIES)
+    return (sine_remainder(x) - type(x)(1.0) / type(x)(6.0)) / x
+
+
+@wp.func
+def jacobian_inverse_coefficient(x: Any):
+    """1 / theta^2 - (1 + cos(theta)) / (2 theta sin(theta)), written with cot(theta / 2)
+    so that it is finite at theta = pi (it grows without bound at 2 pi)."""
+    if x < type(x)(SERIES_BELOW):
+        return horner(x, JACOBIAN_INVERSE_SERIES)
+    theta = wp.sqrt(x)
+    half = type(x)(0.5) * theta
+    return (type(x)(1.0) - half * wp.cos(half) / wp.sin(half)) / x
+
+
+@wp.func
+def hat(omega: Any):
+    """The skew matrix [omega]x, with [omega]x v = omega x v."""
+    zero = type(omega[0])(0.0)
+    return wp.matrix(
+        zero, -omega[2], omega[1],
+        omega[2], zero, -omega[0],
+        -omega[1], omega[0], zero,
+        shape=(3, 3),
+    )  # fmt: skip
+
+
+@wp.func
+def vee(m: Any):
+    """The vector of the skew part (m - m^T) / 2 of a 3x3 matrix."""
+    half = type(m[0, 0])(0.5)
+    return half * wp.vector(m[2, 1] - m[1, 2], m[0, 2] - m[2, 0], m[1, 0] - m[0, 1])
+
+
+@wp.func
+def identity3(like: Any):
+    return wp.identity(n=3, dtype=type(like))
+
+
+@wp.func
+def so3_exp(omega: Any):
+    """The unit quaternion of the rotation by |omega| about omega, with w >= 0:
+    (cos(theta / 2), sin(theta / 2) / theta omega)."""
+    x = wp.dot(omega, omega)
+    w = type(x)(0.0)
+    s = type(x)(0.0)
+    if x < type(x)(SERIES_BELOW):
+        w = horner(x, HALF_COS_SERIES)
+        s = horner(x, HALF_SIN_SERIES)
+    else:
+        theta = wp.sqrt(x)
+        w = wp.cos(type(x)(0.5) * theta)
+        s = wp.sin(type(x)(0.5) * theta) / theta
+    q = wp.vector(w, s * omega[0], s * omega[1], s * omega[2])
+    if w < type(x)(0.0):
+        q = -q
+    return q
+
+
+@wp.func
+def so3_log(q: Any):
+    """The rotation vector of q / |q| (or of -q: the same rotation), |omega| <= pi:
+    2 atan2(|u|, |w|) u / |u| with the sign of w, q = (w, u); for |u| << |w|, the series of
+    atan(r) / r. Invariant to the scale and the sign of q."""
+    u = vector_part(q)
+    w = q[0]
+    sign = type(w)(1.0)
+    if w < type(w)(0.0):
+        sign = type(w)(-1.0)
+    w = sign * w
+    n2 = wp.dot(u, u)
+    if n2 < type(w)(ATAN_SERIES_BELOW) * w * w:
+        return (type(w)(2.0) * sign / w * horner(n2 / (w * w), ATAN_SERIES)) * u
+    n = wp.sqrt(n2)
+    return (type(w)(2.0) * sign * wp.atan2(n, w) / n) * u
+
+
+@wp.func
+def rodrigues(omega: Any):
+    """The rotation matrix exp([omega]x) = I + sin(theta)/theta [omega]x
+    + (1 - cos(theta))/theta^2 [omega]x^2."""
+    x = wp.dot(omega, omega)
+    k = hat(omega)
+    return identity3(x) + sin_over(x) * k + one_minus_cos_over(x) * (k @ k)
+
+
+@wp.func
+def matrix_log(m: Any):
+    """The rotation vector of a rotation matrix, through Shepperd's quaternion (accurate
+    near 180 degrees, where the matrix's skew part vanishes)."""
+    return so3_log(matrix_to_quat(m))
+
+
+@wp.func
+def left_jacobian(omega: Any):
+    """J_l = I + (1 - cos(theta))/theta^2 [omega]x + (theta - sin(theta))/theta^3 [omega]x^2."""
+    x = wp.dot(omega, omega)
+    k = hat(omega)
+    return identity3(x) + one_minus_cos_over(x) * k + sine_remainder(x) * (k @ k)
+
+
+@wp.func
+def left_jacobian_inverse(omega: Any):
+    """J_l^-1 = I - [omega]x / 2
+    + (1/theta^2 - (1 + cos(theta))/(2 theta sin(theta))) [omega]x^2."""
+    x = wp.dot(omega, omega)
+    k = hat(omega)
+    return identity3(x) - type(x)(0.5) * k + jacobian_inverse_coefficient(x) * (k @ k)
+
+
+@wp.func
+def right_jacobian(omega: Any):
+    return left_jacobian(-omega)
+
+
+@wp.func
+def right_jacobian_inverse(omega: Any):
+    return left_jacobian_inverse(-omega)
+
+
+@wp.func
+def angle_of(sine: Any, cosine: Any):
+    """atan2(|sine|, cosine) for a vector `sine` and a scalar `cosine`: the angle, with a
+    zero gradient where `sine` vanishes (the angle is not differentiable there, and the
+    derivative of |sine| would divide by zero)."""
+    s2 = wp.dot(sine, sine)
+    # atan2 maps an infinite argument to a finite angle; (x - x) is 0 for a finite x and
+    # NaN otherwise, so that NaN and Inf in the input still show in the result.
+    poison = (s2 - s2) + (cosine - cosine)
+    if s2 == type(s2)(0.0):
+        return wp.atan2(s2, cosine) + poison
+    return wp.atan2(wp.sqrt(s2), cosine) + poison
+
+
+@wp.func
+def rotation_angle(q: Any):
+    """The angle of the rotation q, 2 atan2(|u|, |w|), in [0, pi]."""
+    return type(q[0])(2.0) * angle_of(vector_part(q), wp.abs(q[0]))
+
+
+@wp.func
+def quaternion_geodesic_distance(q1: Any, q2: Any):
+    return rotation_angle(quat_multiply(quat_conjugate(q1), q2))
+
+
+@wp.func
+def matrix_geodesic_distance(m1: Any, m2: Any):
+    """The angle of m1^T m2: atan2(|vee(m)|, (trace(m) - 1) / 2) for m = m1^T m2."""
+    m = wp.transpose(m1) @ m2
+    half = type(m[0, 0])(0.5)
+    return angle_of(vee(m), half * (wp.trace(m) - type(m[0, 0])(1.0)))
+
+
+_TANGENT = {"omega": (3,)}
+_QUATERNION = {"quaternion": (4,)}
+
+SO3_EXP = define_op(
+    "so3_exp",
+    so3_exp,
+    operands=_TANGENT,
+    results={"out_quaternion": (4,)},
+    doc="exp(omega): (cos(theta / 2), sin(theta / 2) omega / theta), theta = |omega|, with the "
+    "sign that makes w >= 0; a Taylor series near theta = 0.",
+)
+SO3_LOG = define_op(
+    "so3_log",
+    so3_log,
+    operands=_QUATERNION,
+    results={"out_omega": (3,)},
+    doc="log(q): 2 atan2(|u|, |w|) u / |u| with the sign of w, q = (w, u), |omega| <= pi; "
+    "invariant to the scale and the sign of q: log(q) = log(q / |q|) = log(-q).",
+)
+AXIS_ANGLE_TO_QUATERNION = define_op(
+    "axis_angle_to_quaternion",
+    so3_exp,
+    operands={"axis_angle": (3,)},
+    results={"out_quaternion": (4,)},
+    doc="The unit quaternion of the rotation vector (axis times angle), w >= 0: so3_exp.",
+)
+QUATERNION_TO_AXIS_ANGLE = define_op(
+    "quaternion_to_axis_angle",
+    so3_log,
+    operands=_QUATERNION,
+    results={"out_axis_angle": (3,)},
+    doc="The rotation vector (axis times angle, |angle| <= pi) of q / |q|: so3_log.",
+)
+AXIS_ANGLE_TO_MATRIX = define_op(
+    "axis_angle_to_matrix",
+    rodrigues,
+    operands={"axis_angle": (3,)},
+    results={"out_matrix": (3, 3)},
+    doc="Rodrigues: I + sin(theta)/theta [omega]x + (1 - cos(theta))/theta^2 [omega]x^2.",
+)
+MATRIX_TO_AXIS_ANGLE = define_op(
+    "matrix_to_axis_angle",
+    matrix_log,
+    operands={"matrix": (3, 3)},
+    results={"out_axis_angle": (3,)},
+    doc="The rotation vector of a rotation matrix, |angle| <= pi: so3_log of Shepperd's "
+    "quaternion (accurate at and near 180 degrees).",
+)
+SO3_HAT = define_op(
+    "so3_hat",
+    hat,
+    operands=_TANGENT,
+    results={"out_matrix": (3, 3)},
+    doc="The skew matrix [omega]x: [[0, -z, y], [z, 0, -x], [-y, x, 0]].",
+)
+SO3_VEE = define_op(
+    "so3_vee",
+    vee,
+    operands={"matrix": (3, 3)},
+    results={"out_omega": (3,)},
+    doc="The vector of the skew part (M - M^T) / 2.",
+)
+SO3_LEFT_JACOBIAN = define_op(
+    "so3_left_jacobian",
+    left_jacobian,
+    operands=_TANGENT,
+    results={"out_jacobian": (3, 3)},
+    doc="J_l(omega) = I + (1 - cos(theta))/theta^2 [omega]x "
+    "+ (theta - sin(theta))/theta^3 [omega]x^2; J_r(omega) = J_l(-omega).",
+)
+SO3_LEFT_JACOBIAN_INVERSE = define_op(
+    "so3_left_jacobian_inverse",
+    left_jacobian_inverse,
+    operands=_TANGENT,
+    results={"out_jacobian": (3, 3)},
+    doc="J_l(omega)^-1 = I - [omega]x / 2 + (1/theta^2 - (1 + cos(theta))/(2 theta "
+    "sin(theta))) [omega]x^2, for |omega| < 2 pi.",
+)
+SO3_RIGHT_JACOBIAN = define_op(
+    "so3_right_jacobian",
+    right_jacobian,
+    operands=_TANGENT,
+    results={"out_jacobian": (3, 3)},
+    doc="J_r(omega) = J_l(-omega).",
+)
+SO3_RIGHT_JACOBIAN_INVERSE = define_op(
+    "so3_right_jacobian_inverse",
+    right_jacobian_inverse,
+    operands=_TANGENT,
+    results={"out_jacobian": (3, 3)},
+    doc="J_r(omega)^-1 = J_l(-omega)^-1, for |omega| < 2 pi.",
+)
+ROTATION_ANGLE = define_op(
+    "rotation_angle",
+    rotation_angle,
+    operands=_QUATERNION,
+    results={"out_angle": ()},
+    doc="The angle of the rotation q, 2 atan2(|u|, |w|) for q = (w, u), in [0, pi]; its "
+    "gradient is zero at the identity, where the angle is not differentiable.",
+)
+QUATERNION_GEODESIC_DISTANCE = define_op(
+    "quaternion_geodesic_distance",
+    quaternion_geodesic_distance,
+    operands={"quaternion": (4,), "quaternion2": (4,)},
+    results={"out_angle": ()},
+    doc="The angle of q1* q2, in [0, pi]: rotation_angle of the relative rotation.",
+)
+MATRIX_GEODESIC_DISTANCE = define_op(
+    "matrix_geodesic_distance",
+    matrix_geodesic_distance,
+    operands={"matrix": (3, 3), "matrix2": (3, 3)},
+    results={"out_angle": ()},
+    doc="The angle of R1^T R2, atan2(|vee(M)|, (trace(M) - 1) / 2) for M = R1^T R2, in "
+    "[0, pi] (never acos); its gradient is zero where the angle is 0 or pi.",
+)
