@@ -1,8 +1,23 @@
-"""What a user would write instead of xform: the same transforms as plain PyTorch and
-jnp formulas. These are the peers the benchmark measures xform against."""
+"""What a user would use instead of xform: the same transforms as plain PyTorch and jnp
+formulas, and the peer libraries' own functions (roma and PyPose for PyTorch, jaxlie for
+JAX) where they have the op. Each maps an op to {peer name: function}; the benchmark
+measures xform against the best of them in each framework."""
 
+import jax
 import jax.numpy as jnp
 import torch
+
+
+def _optional(name):
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+roma = _optional("roma")
+pypose = _optional("pypose")
+jaxlie = _optional("jaxlie")
 
 
 def torch_matrix(q):
@@ -64,7 +79,36 @@ def torch_matrix_to_quaternion(m):
     return q * torch.where(q[..., :1] < 0, -1.0, 1.0)
 
 
-TORCH = {
+def _xyzw(q):
+    """[w, x, y, z] -> [x, y, z, w]: roma's and PyPose's quaternion layout."""
+    return torch.roll(q, -1, -1)
+
+
+def _roma_peers():
+    if roma is None:
+        return {}
+    return {
+        "so3_exp": lambda w: roma.rotvec_to_unitquat(w),
+        "so3_log": lambda q: roma.unitquat_to_rotvec(_xyzw(q)),
+        "quaternion_multiply": lambda a, b: roma.quat_product(_xyzw(a), _xyzw(b)),
+    }
+
+
+def _pypose_peers():
+    if pypose is None:
+        return {}
+    pp = pypose
+    return {
+        "so3_exp": lambda w: pp.so3(w).Exp().tensor(),
+        "so3_log": lambda q: pp.SO3(_xyzw(q)).Log().tensor(),
+        "se3_exp": lambda xi: pp.se3(xi).Exp().tensor(),
+        "se3_log": lambda t, q: pp.SE3(torch.cat([t, _xyzw(q)], -1)).Log().tensor(),
+        "quaternion_multiply": lambda a, b: (pp.SO3(_xyzw(a)) * pp.SO3(_xyzw(b))).tensor(),
+        "so3_left_jacobian": lambda w: pp.so3(-w).Jr(),  # J_l(w) = J_r(-w)
+    }
+
+
+FORMULAS = {
     "transform_points": lambda t, q, p: p @ torch_matrix(q).T + t,
     "batch_transform_points": lambda t, q, p: (
         torch.einsum("bij,bnj->bni", torch_matrix(q), p) + t[:, None]
@@ -75,7 +119,13 @@ TORCH = {
     ),
     "quaternion_to_matrix": torch_matrix,
     "matrix_to_quaternion": torch_matrix_to_quaternion,
+    "quaternion_multiply": torch_quat_multiply,
 }
+
+TORCH: dict[str, dict] = {}
+for _name, _peers in (("torch", FORMULAS), ("roma", _roma_peers()), ("pypose", _pypose_peers())):
+    for _op, _fn in _peers.items():
+        TORCH.setdefault(_op, {})[_name] = _fn
 
 
 def jnp_matrix(q):
@@ -141,6 +191,36 @@ def jnp_matrix_to_quaternion(m):
     return q * jnp.where(q[..., :1] < 0, -1.0, 1.0)
 
 
+def jnp_left_jacobian(w):
+    """Barfoot's closed form, with the small-angle limits where theta is small."""
+    theta2 = (w * w).sum(-1)[..., None, None]
+    small = theta2 < 1e-6
+    safe = jnp.where(small, 1.0, theta2)
+    theta = jnp.sqrt(safe)
+    a = jnp.where(small, 0.5 - theta2 / 24, (1 - jnp.cos(theta)) / safe)
+    b = jnp.where(small, 1 / 6 - theta2 / 120, (theta - jnp.sin(theta)) / (safe * theta))
+    x, y, z = jnp.moveaxis(w, -1, 0)
+    zero = jnp.zeros_like(x)
+    k = jnp.stack(
+        [jnp.stack([zero, -z, y], -1), jnp.stack([z, zero, -x], -1), jnp.stack([-y, x, zero], -1)],
+        -2,
+    )
+    return jnp.eye(3) + a * k + b * (k @ k)
+
+
+def _jaxlie_peers():
+    if jaxlie is None:
+        return {}
+    so3, se3 = jaxlie.SO3, jaxlie.SE3
+    return {
+        "so3_exp": lambda w: so3.exp(w).wxyz,
+        "so3_log": lambda q: so3(q).log(),
+        "se3_exp": lambda xi: se3.exp(xi).wxyz_xyz,
+        "se3_log": lambda t, q: se3.from_rotation_and_translation(so3(q), t).log(),
+        "quaternion_multiply": lambda a, b: (so3(a) @ so3(b)).wxyz,
+    }
+
+
 # Two jnp forms of the point ops: the rotation matrix, and two cross products.
 JAX = {
     "transform_points": {
@@ -160,4 +240,9 @@ JAX = {
     },
     "quaternion_to_matrix": {"matrix": jnp_matrix},
     "matrix_to_quaternion": {"shepperd": jnp_matrix_to_quaternion},
+    "quaternion_multiply": {"formula": jnp_quat_multiply},
+    "so3_left_jacobian": {"formula": jnp_left_jacobian},
 }
+for _op, _fn in _jaxlie_peers().items():
+    JAX.setdefault(_op, {})["jaxlie"] = _fn
+del jax

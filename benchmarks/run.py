@@ -51,6 +51,12 @@ OPS = [
     "pose_multiply",
     "quaternion_to_matrix",
     "matrix_to_quaternion",
+    "so3_exp",
+    "so3_log",
+    "se3_exp",
+    "se3_log",
+    "quaternion_multiply",
+    "so3_left_jacobian",
 ]
 SIZES = [16, 256, 4096, 65536, 1048576]
 MODES = ["forward", "forward+backward"]
@@ -80,10 +86,20 @@ def inputs(op: str, size: int, rng: np.random.Generator) -> list[np.ndarray]:
             rng.normal(size=(size, 3)),
             unit_quaternions(size),
         ]
-    elif op == "quaternion_to_matrix":
+    elif op in ("quaternion_to_matrix", "so3_log"):
         arrays = [unit_quaternions(size)]
-    else:
+    elif op == "matrix_to_quaternion":
         arrays = [xform.quaternion_to_matrix(unit_quaternions(size))]
+    elif op in ("so3_exp", "so3_left_jacobian"):
+        arrays = [rng.uniform(-1.5, 1.5, size=(size, 3))]  # |omega| in [0, 2.6]
+    elif op == "se3_exp":
+        arrays = [
+            np.concatenate([rng.normal(size=(size, 3)), rng.uniform(-1.5, 1.5, (size, 3))], -1)
+        ]
+    elif op == "se3_log":
+        arrays = [rng.normal(size=(size, 3)), unit_quaternions(size)]
+    else:  # quaternion_multiply
+        arrays = [unit_quaternions(size), unit_quaternions(size)]
     return [np.ascontiguousarray(a, dtype=DTYPE) for a in arrays]
 
 
@@ -209,19 +225,19 @@ def implementations(op, arrays, backward, compiled, device):
         "xform torch": lambda: torch_runner(getattr(xt, op), arrays, backward, device),
         "xform jax.jit": lambda: jax_runner(getattr(xj, op), arrays, backward, device),
         core: lambda: core_runner(op, arrays, backward, device),
-        "torch": lambda: torch_runner(TORCH[op], arrays, backward, device),
         "warp floor": lambda: warp_runner(op, arrays, backward, device),
         "copy floor": lambda: copy_runner(op, arrays, backward, device),
     }
-    if compiled is not None:
+    for peer, fn in TORCH.get(op, {}).items():
+        runners[peer] = lambda fn=fn: torch_runner(fn, arrays, backward, device)
+    if compiled is not None and op in compiled:
         runners["torch.compile"] = lambda: torch_runner(compiled[op], arrays, backward, device)
-    for form, fn in JAX[op].items():
+    for form, fn in JAX.get(op, {}).items():
         runners[f"jax.jit {form}"] = lambda fn=fn: jax_runner(fn, arrays, backward, device)
     return runners
 
 
-TORCH_PEERS = ("torch", "torch.compile")
-JAX_PEERS = ("jax.jit matrix", "jax.jit cross", "jax.jit shepperd")
+TORCH_PEERS = ("torch", "torch.compile", "roma", "pypose")
 
 
 def median_time(run, budget=0.2, min_repeats=5, max_repeats=200) -> float:
@@ -240,7 +256,15 @@ def median_time(run, budget=0.2, min_repeats=5, max_repeats=200) -> float:
 
 def measure(ops, sizes, modes, compile_peers: bool, device: str) -> list[dict]:
     rng = np.random.default_rng(0)
-    compiled = {op: torch.compile(TORCH[op], dynamic=True) for op in ops} if compile_peers else None
+    compiled = (
+        {
+            op: torch.compile(TORCH[op]["torch"], dynamic=True)
+            for op in ops
+            if "torch" in TORCH.get(op, {})
+        }
+        if compile_peers
+        else None
+    )
     records = []
     for op in ops:
         for mode in modes:
@@ -271,8 +295,12 @@ def ratio_rows(records):
         traffic[r["op"], r["mode"], r["size"]] = r["bytes"]
     rows = []
     for (op, mode, size), times in table.items():
-        best_torch = min((times[k], k) for k in TORCH_PEERS if k in times)
-        best_jax = min((times[k], k) for k in JAX_PEERS if k in times)
+        best_torch = min(
+            ((times[k], k) for k in TORCH_PEERS if k in times), default=(math.nan, "-")
+        )
+        best_jax = min(
+            ((t, k) for k, t in times.items() if k.startswith("jax.jit ")), default=(math.nan, "-")
+        )
         rows.append(
             {
                 "op": op,

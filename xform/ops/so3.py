@@ -129,6 +129,11 @@ HALF_SIN_SERIES = wp.constant(
         1 / 46620662575398912000,
     )
 )  # fmt: skip  sin(t / 2) / t
+HALF_SIN_SLOPE_SERIES = wp.constant(
+    _F64x9(-1 / 48, 1 / 1920, -1 / 215040, 1 / 46448640, -1 / 16349921280,
+           1 / 8501959065600, -1 / 6121410527232000, 1 / 5827582821924864000,
+           -1 / 7086340711460634624000)
+)  # fmt: skip  d/dx [sin(t / 2) / t], x = t^2
 ATAN_SERIES = wp.constant(
     _F64x9(1.0, -1 / 3, 1 / 5, -1 / 7, 1 / 9, -1 / 11, 1 / 13, -1 / 15, 1 / 17)
 )  # fmt: skip  atan(r) / r in r^2, used for r^2 < 1/100
@@ -226,23 +231,51 @@ def identity3(like: Any):
 
 
 @wp.func
+def half_angle(x: Any):
+    """cos(theta / 2), sin(theta / 2) / theta, and the latter's derivative in x = theta^2."""
+    if x < type(x)(SERIES_BELOW):
+        return (
+            horner(x, HALF_COS_SERIES),
+            horner(x, HALF_SIN_SERIES),
+            horner(x, HALF_SIN_SLOPE_SERIES),
+        )
+    theta = wp.sqrt(x)
+    c = wp.cos(type(x)(0.5) * theta)
+    s = wp.sin(type(x)(0.5) * theta) / theta
+    return c, s, (type(x)(0.5) * c - s) / (type(x)(2.0) * x)
+
+
+@wp.func
 def so3_exp(omega: Any):
     """The unit quaternion of the rotation by |omega| about omega, with w >= 0:
     (cos(theta / 2), sin(theta / 2) / theta omega)."""
-    x = wp.dot(omega, omega)
-    w = type(x)(0.0)
-    s = type(x)(0.0)
-    if x < type(x)(SERIES_BELOW):
-        w = horner(x, HALF_COS_SERIES)
-        s = horner(x, HALF_SIN_SERIES)
-    else:
-        theta = wp.sqrt(x)
-        w = wp.cos(type(x)(0.5) * theta)
-        s = wp.sin(type(x)(0.5) * theta) / theta
-    q = wp.vector(w, s * omega[0], s * omega[1], s * omega[2])
-    if w < type(x)(0.0):
+    c, s, slope = half_angle(wp.dot(omega, omega))
+    q = wp.vector(c, s * omega[0], s * omega[1], s * omega[2])
+    if c < type(c)(0.0):
         q = -q
     return q
+
+
+@wp.func
+def so3_exp_tangent(omega: Any, d_omega: Any):
+    # d cos(theta/2) / dx = -(sin(theta/2) / theta) / 4, with dx = 2 omega . d_omega
+    c, s, slope = half_angle(wp.dot(omega, omega))
+    dx = type(c)(2.0) * wp.dot(omega, d_omega)
+    du = (slope * dx) * omega + s * d_omega
+    dq = wp.vector(type(c)(-0.25) * s * dx, du[0], du[1], du[2])
+    if c < type(c)(0.0):
+        dq = -dq
+    return dq
+
+
+@wp.func
+def so3_exp_vjp(omega: Any, g: Any):
+    c, s, slope = half_angle(wp.dot(omega, omega))
+    if c < type(c)(0.0):
+        g = -g
+    gu = vector_part(g)
+    dx = type(c)(-0.25) * s * g[0] + slope * wp.dot(gu, omega)  # the cotangent of x
+    return s * gu + (type(c)(2.0) * dx) * omega
 
 
 @wp.func
@@ -347,6 +380,8 @@ SO3_EXP = define_op(
     so3_exp,
     operands=_TANGENT,
     results={"out_quaternion": (4,)},
+    tangent=so3_exp_tangent,
+    vjp=so3_exp_vjp,
     doc="exp(omega): (cos(theta / 2), sin(theta / 2) omega / theta), theta = |omega|, with the "
     "sign that makes w >= 0; a Taylor series near theta = 0.",
 )
@@ -363,6 +398,8 @@ AXIS_ANGLE_TO_QUATERNION = define_op(
     so3_exp,
     operands={"axis_angle": (3,)},
     results={"out_quaternion": (4,)},
+    tangent=so3_exp_tangent,
+    vjp=so3_exp_vjp,
     doc="The unit quaternion of the rotation vector (axis times angle), w >= 0: so3_exp.",
 )
 QUATERNION_TO_AXIS_ANGLE = define_op(
