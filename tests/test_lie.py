@@ -386,9 +386,8 @@ def test_float32_round_trip_over_a_dense_sweep(rng):
     scale = np.maximum(np.linalg.norm(exact, axis=-1), np.finfo(np.float32).tiny)
     error = np.linalg.norm(back - exact, axis=-1) / scale
     worst = error[angles > 0].max()
-    print(
-        f"float32 so3_log(so3_exp(omega)): worst relative error {worst:.3g} at |omega| = {angles[np.argmax(np.where(angles > 0, error, 0))]:.6f}"
-    )
+    at = angles[np.argmax(np.where(angles > 0, error, 0))]
+    print(f"float32 so3_log(so3_exp(omega)): worst relative error {worst:.3g} at |omega| {at:.6f}")
     assert worst <= 1e-6
     assert np.all(back[angles == 0] == 0)
 
