@@ -146,6 +146,10 @@ ATAN_SERIES = wp.constant(
     _F64x9(1.0, -1 / 3, 1 / 5, -1 / 7, 1 / 9, -1 / 11, 1 / 13, -1 / 15, 1 / 17)
 )  # fmt: skip  atan(r) / r in r^2, used for r^2 < 1/100
 
+ATAN_SLOPE_SERIES = wp.constant(
+    _F64x9(-1 / 3, 2 / 5, -3 / 7, 4 / 9, -5 / 11, 6 / 13, -7 / 15, 8 / 17, -9 / 19)
+)  # fmt: skip  the derivative of atan(r) / r in r^2
+
 SERIES_BELOW = 1.0  # theta^2 under which the series replace the closed forms
 ATAN_SERIES_BELOW = 0.01  # (|u| / |w|)^2 under which the logarithm uses its series
 
@@ -287,21 +291,57 @@ def so3_exp_vjp(omega: Any, g: Any):
 
 
 @wp.func
+def log_scale(n2: Any, w: Any):
+    """k with log(q) = k u for q = (w, u), w >= 0, n2 = |u|^2: 2 atan2(|u|, w) / |u|, and
+    its partial derivatives in n2 and in w; for |u| << w, through the series of
+    atan(r) / r in r^2 = n2 / w^2."""
+    two = type(w)(2.0)
+    if n2 < type(w)(ATAN_SERIES_BELOW) * w * w:
+        x = n2 / (w * w)
+        h = horner(x, ATAN_SERIES)
+        slope = horner(x, ATAN_SLOPE_SERIES)
+        return two * h / w, two * slope / (w * w * w), -(two / (w * w)) * (h + two * x * slope)
+    n = wp.sqrt(n2)
+    a = wp.atan2(n, w)
+    r2 = n2 + w * w
+    return two * a / n, (w / r2 - a / n) / n2, -two / r2
+
+
+@wp.func
 def so3_log(q: Any):
     """The rotation vector of q / |q| (or of -q: the same rotation), |omega| <= pi:
     2 atan2(|u|, |w|) u / |u| with the sign of w, q = (w, u); for |u| << |w|, the series of
     atan(r) / r. Invariant to the scale and the sign of q."""
     u = vector_part(q)
-    w = q[0]
-    sign = type(w)(1.0)
-    if w < type(w)(0.0):
-        sign = type(w)(-1.0)
-    w = sign * w
-    n2 = wp.dot(u, u)
-    if n2 < type(w)(ATAN_SERIES_BELOW) * w * w:
-        return (type(w)(2.0) * sign / w * horner(n2 / (w * w), ATAN_SERIES)) * u
-    n = wp.sqrt(n2)
-    return (type(w)(2.0) * sign * wp.atan2(n, w) / n) * u
+    sign = type(q[0])(1.0)
+    if q[0] < type(q[0])(0.0):
+        sign = type(q[0])(-1.0)
+    k, k_n2, k_w = log_scale(wp.dot(u, u), sign * q[0])
+    return (sign * k) * u
+
+
+@wp.func
+def so3_log_tangent(q: Any, dq: Any):
+    u = vector_part(q)
+    sign = type(q[0])(1.0)
+    if q[0] < type(q[0])(0.0):
+        sign = type(q[0])(-1.0)
+    k, k_n2, k_w = log_scale(wp.dot(u, u), sign * q[0])
+    du = vector_part(dq)
+    dk = k_n2 * type(k)(2.0) * wp.dot(u, du) + k_w * sign * dq[0]
+    return sign * (k * du + dk * u)
+
+
+@wp.func
+def so3_log_vjp(q: Any, g: Any):
+    u = vector_part(q)
+    sign = type(q[0])(1.0)
+    if q[0] < type(q[0])(0.0):
+        sign = type(q[0])(-1.0)
+    k, k_n2, k_w = log_scale(wp.dot(u, u), sign * q[0])
+    gu = sign * wp.dot(g, u)  # the cotangent of k
+    u_bar = (sign * k) * g + (type(k)(2.0) * k_n2 * gu) * u
+    return wp.vector(sign * k_w * gu, u_bar[0], u_bar[1], u_bar[2])
 
 
 @wp.func
@@ -398,6 +438,8 @@ SO3_LOG = define_op(
     so3_log,
     operands=_QUATERNION,
     results={"out_omega": (3,)},
+    tangent=so3_log_tangent,
+    vjp=so3_log_vjp,
     doc="log(q): 2 atan2(|u|, |w|) u / |u| with the sign of w, q = (w, u), |omega| <= pi; "
     "invariant to the scale and the sign of q: log(q) = log(q / |q|) = log(-q).",
 )
@@ -415,6 +457,8 @@ QUATERNION_TO_AXIS_ANGLE = define_op(
     so3_log,
     operands=_QUATERNION,
     results={"out_axis_angle": (3,)},
+    tangent=so3_log_tangent,
+    vjp=so3_log_vjp,
     doc="The rotation vector (axis times angle, |angle| <= pi) of q / |q|: so3_log.",
 )
 AXIS_ANGLE_TO_MATRIX = define_op(
