@@ -8,14 +8,16 @@ arrays, differentiably. Both are zero-copy at the boundary (DLPack views, see
 - `torch_to_jax(fn)`: JAX arrays in and out; works under `jax.jit`, where `fn` runs in an
   XLA FFI call on PyTorch views of XLA's buffers (its results are copied once into XLA's
   output buffers); `jax.grad` differentiates through it with `torch.autograd.grad`. Output
-  shapes are found by running `fn` once on meta tensors. Under `jax.vmap` it runs once per
-  element. Inputs that are not floating point get zero gradients.
+  shapes are found by running `fn` on meta tensors, once per input signature (so `fn`'s
+  output shapes must depend only on its inputs' shapes and dtypes). Under `jax.vmap` it
+  runs once per element. Inputs that are not floating point get zero gradients.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import math
 
 import jax
 import numpy as np
@@ -85,12 +87,14 @@ def _warp_scalar(dtype) -> type:
 
 
 def _as_torch(array: wp.array, shape) -> torch.Tensor:
-    """A tensor view of an FFI buffer; 0-d values travel as shape (1,), which Warp needs."""
+    """A tensor view of an FFI buffer, in its real shape."""
     return wp.to_torch(array).reshape(shape)
 
 
 def _ffi_shape(shape) -> tuple[int, ...]:
-    return tuple(shape) or (1,)
+    """Every value crosses the FFI flat, one dimension (a 0-d one as (1,)): Warp's arrays
+    have at most four, the values any number."""
+    return (math.prod(shape),)
 
 
 def _on_ffi_stream(array: wp.array):
@@ -105,6 +109,12 @@ def _torch_runner(fn, treedef, in_shapes, out_shapes, backward: bool):
     n = len(in_shapes)
 
     def run(*arrays):
+        try:
+            compute(*arrays)
+        except KeyboardInterrupt as exc:  # Warp's FFI wrapper turns Exceptions into XLA errors
+            raise RuntimeError("torch_to_jax: interrupted") from exc
+
+    def compute(*arrays):
         with _on_ffi_stream(arrays[0]):
             inputs = [_as_torch(a, s) for a, s in zip(arrays[:n], in_shapes)]
             if not backward:
@@ -145,15 +155,23 @@ def torch_to_jax(fn):
     @functools.wraps(fn)
     def wrapped(*args):
         leaves, treedef = jax.tree_util.tree_flatten(args)
-        metas = [torch.empty(x.shape, dtype=_torch_dtype(x.dtype), device="meta") for x in leaves]
-        out = fn(*jax.tree_util.tree_unflatten(treedef, metas))
-        out_leaves, out_tree = jax.tree_util.tree_flatten(out)
-        out_specs = tuple((tuple(o.shape), _numpy_dtype(o.dtype)) for o in out_leaves)
-        in_specs = tuple((tuple(x.shape), np.dtype(x.dtype)) for x in leaves)
+        in_specs = tuple((tuple(np.shape(x)), np.dtype(x.dtype)) for x in leaves)
+        out_tree, out_specs = _output_specs(fn, treedef, in_specs)
         call = _differentiable_call(fn, treedef, in_specs, out_specs)
         return jax.tree_util.tree_unflatten(out_tree, call(*leaves))
 
     return wrapped
+
+
+@functools.lru_cache(maxsize=256)
+def _output_specs(fn, treedef, in_specs):
+    """The output pytree and the (shape, dtype) of its leaves, from one run of `fn` on meta
+    tensors per input signature."""
+    metas = [torch.empty(s, dtype=_torch_dtype(d), device="meta") for s, d in in_specs]
+    out_leaves, out_tree = jax.tree_util.tree_flatten(
+        fn(*jax.tree_util.tree_unflatten(treedef, metas))
+    )
+    return out_tree, tuple((tuple(o.shape), _numpy_dtype(o.dtype)) for o in out_leaves)
 
 
 def _torch_dtype(dtype) -> torch.dtype:
@@ -213,4 +231,5 @@ def _differentiable_call(fn, treedef, in_specs, out_specs):
         )
 
     call.defvjp(call_forward, call_backward)
-    return call
+    # Jitted: Warp gives every FFI call a new identity, so an eager call would compile anew.
+    return jax.jit(call)

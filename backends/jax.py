@@ -93,7 +93,10 @@ def _callback(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
     count = _result_count(op, product, needed)
 
     def callback(*arrays):
-        run(arrays[: len(arrays) - count], [(a.ptr, a.zero_) for a in arrays[-count:]])
+        try:
+            run(arrays[: len(arrays) - count], [(a.ptr, a.zero_) for a in arrays[-count:]])
+        except KeyboardInterrupt as exc:  # Warp's FFI wrapper turns Exceptions into XLA errors
+            raise RuntimeError(f"xform.{op.name}: interrupted") from exc
 
     return callback
 
@@ -145,10 +148,12 @@ def _cpu_target(op: Op, product: str, prefix: int, needed: tuple[bool, ...]) -> 
             inputs = _ffi_buffers(frame.args.args, frame.args.size)
             run(inputs, [(b.ptr, functools.partial(_zero_fill, b)) for b in outputs])
             return None
-        except Exception as exc:  # an exception must not unwind through XLA's C frames
-            return xla_ffi.create_ffi_error(
-                frame.api, xla_ffi.XLA_FFI_Error_Code.INTERNAL, f"{name}: {exc!r}"
-            )
+        except BaseException as exc:  # nothing may unwind through XLA's C frames, Ctrl-C
+            # included (the launch has waited for all its threads): it becomes an XLA error
+            code = xla_ffi.XLA_FFI_Error_Code.INTERNAL
+            if isinstance(exc, KeyboardInterrupt):
+                code = xla_ffi.XLA_FFI_Error_Code.CANCELLED
+            return xla_ffi.create_ffi_error(frame.api, code, f"{name}: {exc!r}")
 
     c_callback = _cpu_callbacks[name] = _FFI_CALLBACK(callback)
     capsule = jax.ffi.pycapsule(ctypes.cast(c_callback, ctypes.c_void_p).value)
@@ -402,6 +407,8 @@ def primitives(op: Op):
 
 
 def _as_array(op: Op, name: str, x):
+    if isinstance(x, np.ndarray) and not x.dtype.isnative:  # JAX takes native byte order
+        return x.astype(x.dtype.newbyteorder("="))
     if isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)):
         return x
     raise TypeError(

@@ -96,23 +96,51 @@ def _buffer(x):
     return _launch.Buffer(0, tuple(x.shape), dtype, device, x, copy)
 
 
-def _check_buffer(op: Op, name: str, buffer, shape, like: torch.Tensor) -> None:
-    """A caller's buffer must be a contiguous tensor of the exact shape, dtype and device."""
+def _check_buffer(op: Op, name: str, buffer, shapes, like: torch.Tensor) -> None:
+    """A caller's buffer must be a tensor of one of `shapes`, and of `like`'s dtype and
+    device; ValueError naming it otherwise."""
     if buffer is None:
         return
     if not isinstance(buffer, torch.Tensor):
-        raise ValueError(f"{op.name}: buffer '{name}' must be a torch.Tensor, got {type(buffer)}")
+        raise ValueError(
+            f"{op.name}: buffer '{name}' must be a torch.Tensor or None, got "
+            f"{type(buffer).__module__}.{type(buffer).__qualname__}"
+        )
     problems = []
-    if tuple(buffer.shape) != tuple(shape):
-        problems.append(f"shape {tuple(buffer.shape)}, expected {tuple(shape)}")
+    if tuple(buffer.shape) not in shapes:
+        expected = " or ".join(str(s) for s in dict.fromkeys(shapes))
+        problems.append(f"shape {tuple(buffer.shape)}, expected {expected}")
     if buffer.dtype != like.dtype:
         problems.append(f"dtype {buffer.dtype}, expected {like.dtype}")
     if buffer.device != like.device:
         problems.append(f"device {buffer.device}, expected {like.device}")
-    if not buffer.is_contiguous():
-        problems.append("not contiguous")
     if problems:
         raise ValueError(f"{op.name}: buffer '{name}' has " + "; ".join(problems))
+
+
+def _span(x: torch.Tensor) -> tuple[int, int]:
+    """The bytes [start, stop) a tensor's elements occupy."""
+    if x.numel() == 0:
+        return 0, 0
+    last = sum((n - 1) * s for n, s in zip(x.shape, x.stride()) if n > 0)
+    return x.data_ptr(), x.data_ptr() + (last + 1) * x.element_size()
+
+
+def _check_no_overlap(op: Op, written, read) -> None:
+    """Result buffers (written) may share memory with nothing the call reads or writes:
+    ValueError naming both otherwise."""
+    seen = list(read)
+    for name, buffer in written:
+        start, stop = _span(buffer)
+        for other, x in seen:
+            if x.device == buffer.device and start < stop:
+                other_start, other_stop = _span(x)
+                if start < other_stop and other_start < stop:
+                    raise ValueError(
+                        f"{op.name}: buffer '{name}' shares memory with '{other}'; a result "
+                        "buffer must not overlap an argument or another buffer"
+                    )
+        seen.append((name, buffer))
 
 
 @functools.lru_cache(maxsize=64)
@@ -146,37 +174,47 @@ def _device_of(tensors) -> torch.device:
 # --- the core's three products, on tensors ------------------------------------------------
 
 
+def _meta(operands) -> bool:
+    """Whether these are meta tensors (shapes only: shape inference, tracing); checked,
+    but nothing is launched."""
+    return any(x.device.type == "meta" for x in operands if isinstance(x, torch.Tensor))
+
+
+def _prepare(op: Op, operands, prefix: int):
+    """The core's validated operands (dtype, shape, one device: meta included)."""
+    return _launch.prepare(op, [_buffer(x) for x in operands], prefix)
+
+
 def _forward(op: Op, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor]:
-    if operands[0].device.type == "meta":  # shapes only: shape inference, tracing
+    if _meta(operands):
+        _prepare(op, operands, prefix)
         return _fake_results(op, _detached(operands), prefix)
     with _on_current_stream(_device_of(operands)):
-        prepared = _launch.prepare(op, [_buffer(x) for x in operands], prefix)
-        for k, buffer in enumerate(buffers):
-            _check_buffer(op, op.results[k].name, buffer, prepared.result_shape(k), operands[0])
-        return _launch.forward(prepared, _into(buffers, _empty))
+        return _launch.forward(_prepare(op, operands, prefix), _into(buffers, _empty))
 
 
-def _vjp(op: Op, operands, cotangents, needed, prefix: int = 0, buffers=()):
+def _vjp(op: Op, operands, cotangents, needed, prefix: int = 0):
+    if _meta(operands):
+        _prepare(op, operands, prefix)
+        return [x.new_empty(x.shape) if need else None for x, need in zip(operands, needed)]
     with _on_current_stream(_device_of(operands)):
-        prepared = _launch.prepare(op, [_buffer(x) for x in operands], prefix)
-        for buffer in buffers:
-            if buffer is not None:
-                buffer.zero_()
-        # One queue: gradients come in operand order, zero-filled or not.
-        queue = iter([b for b, need in zip(buffers or [None] * len(needed), needed) if need])
         return _launch.vjp(
-            prepared,
+            _prepare(op, operands, prefix),
             [_buffer(g) for g in cotangents],
-            _into(queue, _zeros),
+            _zeros,
             needed,
-            _into(queue, _empty),
+            allocate=_empty,
         )
 
 
 def _jvp(op: Op, operands, tangents, prefix: int = 0):
+    if _meta(operands):
+        _prepare(op, operands, prefix)
+        return _fake_results(op, _detached(operands), prefix)
     with _on_current_stream(_device_of(operands)):
-        prepared = _launch.prepare(op, [_buffer(x) for x in operands], prefix)
-        return _launch.jvp(prepared, [_buffer(t) for t in tangents], _empty, _zeros)
+        return _launch.jvp(
+            _prepare(op, operands, prefix), [_buffer(t) for t in tangents], _empty, _zeros
+        )
 
 
 def _unpack(results):
@@ -289,15 +327,14 @@ def op_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
         @staticmethod
         def forward(*args):
             operands = args[:n]
-            _grad_buffers(op, args, n + len(result_names))  # checked before any launch
+            if any(b is not None for b in args[n:]):  # only at prefix 0 (vmap refuses them)
+                _check_buffers(op, operands, args[n:])  # before any launch
             return _unpack(_forward(op, operands, prefix, _result_buffers(args)))
 
         @staticmethod
         def setup_context(ctx, inputs, output):
             operands = inputs[:n]
-            grad_buffers = _grad_buffers(op, inputs, n + len(result_names))
-            ctx.has_grad_buffers = any(b is not None for b in grad_buffers)
-            ctx.save_for_backward(*operands, *grad_buffers)
+            ctx.save_for_backward(*operands)
             ctx.save_for_forward(*operands)
             dirty = [b for b in _result_buffers(inputs) if b is not None]
             if dirty:
@@ -310,12 +347,7 @@ def op_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
             needed = _needed(op, ctx.needs_input_grad)
             if not op.differentiable or not any(needed):
                 return (None,) * len(ctx.needs_input_grad)
-            saved = ctx.saved_tensors
-            operands, grad_buffers = saved[:n], saved[n:]
-            if ctx.has_grad_buffers and not torch.is_grad_enabled():
-                grads = _vjp(op, operands, grad_outputs, needed, prefix, grad_buffers)
-            else:
-                grads = vjp_function(op, prefix).apply(*operands, *grad_outputs, needed)
+            grads = vjp_function(op, prefix).apply(*ctx.saved_tensors, *grad_outputs, needed)
             grads = [g if need else None for g, need in zip(grads, needed)]
             return (*grads, *[None] * (len(ctx.needs_input_grad) - n))
 
@@ -341,21 +373,37 @@ def op_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
     return _with_cached_signature(Function)
 
 
+def _check_buffers(op: Op, operands, buffers) -> None:
+    """cuRobo's buffers: result buffers of the results' shapes, sharing no memory with
+    anything else; gradient buffers of a shape cuRobo uses for them (the operand's, with
+    or without a leading 1, or one element per result element, as its batch kernels), of
+    the operands' dtype and device. Gradient buffers are never written: the backward
+    returns fresh gradients, so that a buffer reused across training steps never aliases
+    a gradient that autograd holds or another call overwrites."""
+    r = len(op.result_buffers)
+    result_buffers, grad_buffers = buffers[:r], buffers[r:]
+    like = operands[0]
+    shapes = result_shapes(op, [tuple(x.shape) for x in operands])
+    for name, buffer, shape in zip(op.result_buffers, result_buffers, shapes):
+        _check_buffer(op, name, buffer, [shape], like)
+        if buffer is not None and not buffer.is_contiguous():
+            raise ValueError(f"{op.name}: buffer '{name}' is not contiguous")
+    batch = shapes[0][: len(shapes[0]) - len(op.results[0].element)]
+    for name, buffer, operand, x in zip(op.gradient_buffers, grad_buffers, op.operands, operands):
+        shape = tuple(x.shape)
+        stripped = shape[1:] if shape[:1] == (1,) else shape
+        accepted = [shape, (1, *shape), stripped, (*batch, *operand.element)]
+        _check_buffer(op, name, buffer, accepted, x)
+    written = [(name, b) for name, b in zip(op.result_buffers, result_buffers) if b is not None]
+    if written:
+        read = [(o.name, x) for o, x in zip(op.operands, operands)]
+        _check_no_overlap(op, written, read)
+
+
 def _needed(op: Op, needs_input_grad) -> tuple[bool, ...]:
     """Which operands' gradients to compute: those autograd asks for, of the operands the
     op is differentiable in (the others' are None: no gradient flows)."""
     return tuple(bool(g) and o.differentiable for g, o in zip(needs_input_grad, op.operands))
-
-
-def _grad_buffers(op: Op, inputs, start: int) -> list:
-    """The gradient buffers among `inputs`, each checked against its operand."""
-    grad_names = op.gradient_buffers
-    buffers = [
-        inputs[start + k] if start + k < len(inputs) else None for k in range(len(grad_names))
-    ]
-    for name, buffer, x in zip(grad_names, buffers, inputs):
-        _check_buffer(op, name, buffer, x.shape, x)
-    return buffers
 
 
 # --- torch.compile: the same kernels as custom ops ----------------------------------------
@@ -450,7 +498,12 @@ def _make_functional(op: Op):
         _check_operand_types(op, operands)
         if torch.compiler.is_compiling():
             return _compiled_call(custom, operands, buffers[: len(result_names)])
-        if _untracked((*operands, *buffers)):
+        if any(b is not None for b in buffers):
+            _check_buffers(op, operands, buffers)
+            # A result buffer reused call after call carries no autograd history into the
+            # next call (the result has this call's history; its memory is the buffer's).
+            buffers = tuple(b.detach() if isinstance(b, torch.Tensor) else b for b in buffers)
+        if _untracked(operands):
             return function_class.forward(*operands, *buffers)
         return function_class.apply(*operands, *buffers)
 
@@ -458,8 +511,8 @@ def _make_functional(op: Op):
     functional.__signature__ = signature
     functional.__doc__ = op.docstring(
         "none (marked non-differentiable)",
-        f"Optional cuRobo buffers: results {', '.join(result_names)}; gradient workspace "
-        f"{', '.join(grad_names) or 'none'}."
+        f"Optional cuRobo buffers: results {', '.join(result_names)} (written and returned); "
+        f"gradient buffers {', '.join(grad_names) or 'none'} (checked, never written)."
         if result_names
         else "",
     )

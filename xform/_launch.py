@@ -119,11 +119,11 @@ def as_buffer(op: Op, name: str, x: Any) -> Buffer:
     if is_number(x):
         x = np.asarray(x)  # a number: a 0-d array of its own dtype (a Python float: float64)
     if isinstance(x, np.ndarray):
-        if x.flags.c_contiguous:
+        if x.flags.c_contiguous and x.dtype.isnative:
             return Buffer(x.ctypes.data, x.shape, x.dtype.name, "cpu", x)
 
-        def copy():
-            c = np.ascontiguousarray(x)
+        def copy():  # non-contiguous or of non-native byte order: read once, natively
+            c = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))
             return c.ctypes.data, c
 
         return Buffer(0, x.shape, x.dtype.name, "cpu", x, copy)
@@ -276,6 +276,17 @@ def _thread_pool() -> ThreadPoolExecutor:
     return _pool
 
 
+def _after_fork_in_child() -> None:
+    """A forked child inherits the pool object but none of its threads (it would wait on
+    them forever), and maybe a lock that a thread of the parent held: start afresh."""
+    global _pool, _record_lock
+    _pool = None
+    _record_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _vec4(values, fill: int) -> wp.vec4i:
     return wp.vec4i(*(list(values) + [fill] * (_indexing.MAX_GRID_DIMS - len(values))))
 
@@ -395,12 +406,32 @@ def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> 
     if len(tiles) > 1 and parts > 1:
         # The calling thread takes the first tile: one hand-off fewer.
         pending = [_thread_pool().submit(launch_tile, k) for k in range(1, len(tiles))]
-        launch_tile(0)
-        for future in pending:
-            future.result()
+        raised = None
+        try:
+            launch_tile(0)
+        except BaseException as exc:  # re-raised once every tile is done
+            raised = exc
+        _wait_for_all(pending, raised)
     else:
         for k in range(len(tiles)):
             launch_tile(k)
+
+
+def _wait_for_all(futures, raised: BaseException | None = None) -> None:
+    """Wait until every tile has finished, through Ctrl-C too: no launch may outlive the
+    memory it writes, which the caller frees as soon as an exception reaches it. Then
+    raise the first exception, a KeyboardInterrupt included."""
+    for future in futures:
+        while True:
+            try:
+                future.result()
+                break
+            except BaseException as exc:  # an interrupt while waiting, or the tile's own
+                raised = raised or exc
+                if future.done():
+                    break
+    if raised is not None:
+        raise raised
 
 
 def _elements(shape: tuple[int, ...], element: tuple[int, ...]) -> int:

@@ -167,8 +167,10 @@ def plan_launch(op: Op, shapes: list[tuple[int, ...]], prefix: int = 0) -> Launc
     result_batch = _prefix_groups(prefix) + op.results[0].batch
     batch_shape = tuple(size for group in result_batch for size in groups.get(group, ()))
     if math.prod(batch_shape) > MAX_ELEMENTS:
+        shapes_given = ", ".join(f"'{o.name}' {tuple(s)}" for o, s in zip(op.operands, shapes))
         raise ValueError(
-            f"{op.name}: the broadcast batch {batch_shape} has more than {MAX_ELEMENTS} elements"
+            f"{op.name}: arguments {shapes_given} broadcast to the batch {batch_shape}, more "
+            f"than {MAX_ELEMENTS} elements (Warp indexes with 32-bit integers); split the call"
         )
     strides = [
         _operand_strides(layout, dims, result_batch, groups)

@@ -23,6 +23,7 @@ import functools
 import inspect
 import itertools
 import keyword
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -153,6 +154,14 @@ DEFINED: list[Op] = []
 _listeners: list[Callable[[Op], None]] = []
 _counter = itertools.count(1)
 _lock = threading.RLock()
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.RLock()  # a thread of the parent may have held it
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def on_define(listener: Callable[[Op], None]) -> None:

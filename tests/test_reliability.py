@@ -1,0 +1,354 @@
+"""What a user can rely on when things go wrong: Ctrl-C and fork never crash, hang or
+corrupt memory; byte order is honoured; cuRobo's buffers never alias what autograd
+holds; bad input names itself. Crashes and hangs are tested in subprocesses with
+timeouts, so that a regression fails a test instead of killing the run."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from helpers import as_tuple
+from reference import random_args
+
+import xform
+
+torch = pytest.importorskip("torch")
+xt = pytest.importorskip("xform.backends.torch")
+
+
+def run_script(tmp_path, source: str, timeout: float = 300) -> str:
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(source))
+    try:
+        result = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the script hung (killed after {timeout} s): {exc.stdout!r}")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+# The child interrupts itself with SIGINT at fractions of one call's measured duration,
+# then checks that it is alive and that fresh memory is not written by a launch that
+# outlived the interrupted call.
+INTERRUPT = """
+import os, signal, threading, time
+import numpy as np
+
+def interrupt_during(call, fraction, duration, want=None):
+    # call, with SIGINT sent `fraction` of `duration` in; how the call ended (a result that
+    # the call returns must be right: never uninitialised memory)
+    fired = threading.Event()
+
+    def fire():
+        os.kill(os.getpid(), signal.SIGINT)
+        fired.set()
+
+    outcome = "late"
+    try:
+        try:
+            threading.Timer(fraction * duration, fire).start()
+            result = call()
+            if want is not None:
+                np.testing.assert_allclose(np.asarray(result), want, rtol=1e-5, atol=1e-5)
+            outcome = "finished"
+        except KeyboardInterrupt:
+            outcome = "interrupted"
+        except Exception as exc:  # JAX turns the interrupt inside a jitted call into an error
+            assert "KeyboardInterrupt" in repr(exc), repr(exc)
+            outcome = "interrupted (error)"
+        while not fired.wait(0.01):  # a signal sent after the call lands here
+            pass
+        time.sleep(0.05)
+    except KeyboardInterrupt:
+        pass
+    return outcome
+
+
+def memory_is_intact(size):
+    sentinel = np.full(size, 7.0)
+    time.sleep(0.3)  # a runaway launch would write into freed (and now reused) memory
+    assert np.all(sentinel == 7.0), "memory written after the call returned"
+
+def timed(call):
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
+"""
+
+
+def test_ctrl_c_during_a_large_numpy_call_and_a_torch_backward(tmp_path):
+    out = run_script(
+        tmp_path,
+        INTERRUPT
+        + """
+import torch, xform
+import xform.backends.torch as xt
+rng = np.random.default_rng(0)
+t, q, p = rng.normal(size=3), rng.normal(size=4), rng.normal(size=(6_000_000, 3))
+want = xform.transform_points(t, q, p)
+numpy_call = lambda: xform.transform_points(t, q, p)
+tensors = [torch.from_numpy(a).requires_grad_() for a in (t, q, p)]
+def backward():
+    xt.transform_points(*tensors).sum().backward()
+outcomes = []
+for call in (numpy_call, backward):
+    duration = timed(call)
+    for fraction in (0.1, 0.5, 0.9):
+        outcomes.append(interrupt_during(call, fraction, duration))
+        memory_is_intact(p.size)
+np.testing.assert_array_equal(xform.transform_points(t, q, p), want)
+assert any(o.startswith("interrupted") for o in outcomes), outcomes
+print("alive", outcomes)
+""",
+    )
+    assert "alive" in out
+
+
+def test_ctrl_c_during_a_large_jitted_jax_call(tmp_path):
+    pytest.importorskip("jax")
+    out = run_script(
+        tmp_path,
+        INTERRUPT
+        + """
+import jax, xform
+import xform.backends.jax as xj
+rng = np.random.default_rng(0)
+t, q = rng.normal(size=3).astype(np.float32), rng.normal(size=4).astype(np.float32)
+p = rng.normal(size=(12_000_000, 3)).astype(np.float32)
+f = jax.jit(xj.transform_points)
+call = lambda: jax.block_until_ready(f(t, q, p))
+want = xform.transform_points(t, q, p)
+duration = timed(call)
+outcomes = [interrupt_during(call, x, duration, want) for x in (0.05, 0.3, 0.6, 0.9)]
+memory_is_intact(p.size)
+np.testing.assert_allclose(np.asarray(call()), want, rtol=1e-5, atol=1e-5)
+assert any(o.startswith("interrupted") for o in outcomes), outcomes
+print("alive", outcomes)
+""",
+    )
+    assert "alive" in out
+
+
+def test_an_interrupt_inside_the_ffi_call_is_an_error_not_a_crash(tmp_path):
+    """Wherever XLA runs the call, a KeyboardInterrupt raised inside xform's CPU FFI target
+    (a ctypes callback) must come back as an XLA error: escaping, it would leave the
+    outputs uninitialised and XLA's frames unwound through."""
+    pytest.importorskip("jax")
+    out = run_script(
+        tmp_path,
+        """
+import jax, numpy as np, xform
+import xform.backends.jax as xj
+from xform import _launch
+real = _launch.forward
+def interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
+_launch.forward = interrupted
+t, q, p = np.zeros(3, np.float32), np.array([1.0, 0, 0, 0], np.float32), np.ones((9, 3), np.float32)
+try:
+    jax.block_until_ready(jax.jit(xj.transform_points)(t, q, p))
+    raise SystemExit("no error")
+except KeyboardInterrupt:
+    raise SystemExit("the interrupt unwound through XLA")
+except Exception as exc:
+    assert "KeyboardInterrupt" in repr(exc), repr(exc)
+_launch.forward = real
+np.testing.assert_array_equal(np.asarray(jax.jit(xj.transform_points)(t, q, p)), p)
+print("error ok")
+""",
+    )
+    assert "error ok" in out
+
+
+def test_a_forked_child_runs_large_calls(tmp_path):
+    out = run_script(
+        tmp_path,
+        """
+import multiprocessing as mp
+import numpy as np
+import xform
+rng = np.random.default_rng(0)
+t, q, p = rng.normal(size=3), rng.normal(size=4), rng.normal(size=(1 << 16, 3))
+want = xform.transform_points(t, q, p)  # starts the thread pool
+
+def child(_):
+    return xform.transform_points(t, q, p)
+
+with mp.get_context("fork").Pool(2) as pool:
+    for got in pool.map_async(child, range(4)).get(timeout=120):
+        np.testing.assert_array_equal(got, want)
+print("forked ok")
+""",
+        timeout=240,
+    )
+    assert "forked ok" in out
+
+
+# --- byte order ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["transform_points", "pose_multiply", "so3_log", "se3_exp"])
+def test_non_native_byte_order_is_read_as_its_values(name, rng):
+    op = xform.OPS[name]
+    args = random_args(name, [(1,) if o.single else (5,) for o in op.operands], rng)
+    swapped = [
+        a.astype(a.dtype.newbyteorder(">" if sys.byteorder == "little" else "<")) for a in args
+    ]
+    for got, want in zip(as_tuple(xform.OPS[name](*swapped)), as_tuple(xform.OPS[name](*args))):
+        np.testing.assert_array_equal(got, want)
+    cotangents = tuple(rng.normal(size=r.shape) for r in as_tuple(xform.OPS[name](*args)))
+    big = tuple(c.astype(">f8") for c in cotangents)
+    for got, want in zip(xform.vjp(name, swapped, big), xform.vjp(name, args, cotangents)):
+        np.testing.assert_array_equal(got, want)
+    tangents = [rng.normal(size=a.shape) for a in args]
+    got = as_tuple(xform.jvp(name, swapped, [t.astype(">f8") for t in tangents]))
+    for g, w in zip(got, as_tuple(xform.jvp(name, args, tangents))):
+        np.testing.assert_array_equal(g, w)
+
+
+# --- cuRobo's buffers ----------------------------------------------------------------------
+
+
+def tensors(arrays, requires_grad=False):
+    return [torch.from_numpy(np.array(a)).requires_grad_(requires_grad) for a in arrays]
+
+
+def test_gradient_buffers_that_alias_inputs_change_nothing(rng):
+    t, q = tensors(random_args("pose_inverse", [(4,), (4,)], rng), True)
+    q_before = q.detach().clone()
+    out = xt.pose_inverse(t, q, None, None, None, q.detach())  # adj_quat is q's own memory
+    sum(o.sum() for o in out).backward()
+    torch.testing.assert_close(q.detach(), q_before, rtol=0, atol=0)
+    t2, q2 = (x.detach().clone().requires_grad_() for x in (t, q))
+    sum(o.sum() for o in xt.pose_inverse(t2, q2)).backward()
+    torch.testing.assert_close(q.grad, q2.grad, rtol=0, atol=0)
+    torch.testing.assert_close(t.grad, t2.grad, rtol=0, atol=0)
+
+
+def test_one_workspace_passed_twice(rng):
+    args = tensors(random_args("pose_multiply", [(4,)] * 4, rng), True)
+    b3, b4 = torch.zeros(4, 3, dtype=torch.float64), torch.zeros(4, 4, dtype=torch.float64)
+    sum(o.sum() for o in xt.pose_multiply(*args, None, None, b3, b4, b3, b4)).backward()
+    fresh = [a.detach().clone().requires_grad_() for a in args]
+    sum(o.sum() for o in xt.pose_multiply(*fresh)).backward()
+    for a, b in zip(args, fresh):
+        torch.testing.assert_close(a.grad, b.grad, rtol=0, atol=0)
+
+
+def test_a_result_buffer_overlapping_an_argument_is_refused(rng):
+    t, q, p = tensors(random_args("transform_points", [(), (), (5,)], rng))
+    with pytest.raises(ValueError, match="buffer 'out_points' shares memory with 'points'"):
+        xt.transform_points(t, q, p, p)
+    with pytest.raises(ValueError, match="buffer 'out_position' shares memory with 'position'"):
+        xt.pose_inverse(t, q, t)
+
+
+def test_curobo_gradient_buffer_shapes_are_accepted(rng):
+    t, q, p = tensors(random_args("transform_points", [(), (), (7,)], rng), True)
+    out = xt.transform_points(
+        t,
+        q,
+        p,
+        None,
+        torch.zeros(1, 3, dtype=torch.float64),
+        torch.zeros(1, 4, dtype=torch.float64),
+    )
+    out.sum().backward()
+    b, n = 3, 5
+    args = tensors(random_args("batch_transform_points", [(b,), (b,), (b, n)], rng), True)
+    per_point = [
+        torch.zeros(b, n, 3, dtype=torch.float64),
+        torch.zeros(b, n, 4, dtype=torch.float64),
+    ]
+    xt.batch_transform_points(*args, None, *per_point).sum().backward()
+    fresh = [a.detach().clone().requires_grad_() for a in args]
+    xt.batch_transform_points(*fresh).sum().backward()
+    for a, f in zip(args, fresh):
+        torch.testing.assert_close(a.grad, f.grad, rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"buffer 'out_gq' has shape \(2, 2\), expected"):
+        xt.transform_points(t, q, p, None, None, torch.zeros(2, 2, dtype=torch.float64))
+
+
+def test_the_curobo_training_loop_reuses_its_buffers(rng):
+    t, q, p = tensors(random_args("transform_points", [(), (), (6,)], rng), True)
+    buffer = torch.empty(6, 3, dtype=torch.float64)
+    grads = [torch.empty(3, dtype=torch.float64), torch.empty(4, dtype=torch.float64), None]
+    for _ in range(3):
+        xt.transform_points(t, q, p, buffer, *grads).sum().backward()
+    fresh = [x.detach().clone().requires_grad_() for x in (t, q, p)]
+    xt.transform_points(*fresh).sum().backward()
+    for x, f in zip((t, q, p), fresh):
+        torch.testing.assert_close(x.grad, 3 * f.grad, rtol=1e-14, atol=1e-14)
+    torch.testing.assert_close(buffer, xt.transform_points(t, q, p).detach(), rtol=0, atol=0)
+
+
+def test_gradcheck_with_gradient_buffers(rng):
+    t, q, p = tensors(random_args("transform_points", [(), (), (4,)], rng), True)
+    gp, gq, gpt = (torch.zeros(s, dtype=torch.float64) for s in ((3,), (4,), (4, 3)))
+    assert torch.autograd.gradcheck(
+        lambda t, q, p: xt.transform_points(t, q, p, None, gp, gq, gpt), (t, q, p)
+    )
+
+
+def test_a_numpy_array_as_a_buffer_is_a_value_error(rng):
+    t, q, p = tensors(random_args("transform_points", [(), (), (4,)], rng))
+    with pytest.raises(ValueError, match="buffer 'out_points' must be a torch.Tensor or None"):
+        xt.transform_points(t, q, p, np.zeros((4, 3)))
+
+
+# --- meta tensors, huge batches, names --------------------------------------------------------
+
+
+def test_meta_tensors_must_all_be_meta(rng):
+    t, q, p = tensors(random_args("transform_points", [(), (), (4,)], rng))
+    with pytest.raises(ValueError, match="is on cpu but 'position' is on meta"):
+        xt.transform_points(t.to("meta"), q, p)
+
+
+def test_backward_through_meta_tensors_gives_meta_gradients(rng):
+    t, q, p = (
+        x.to("meta").requires_grad_()
+        for x in tensors(random_args("transform_points", [(), (), (4,)], rng))
+    )
+    out = xt.transform_points(t, q, p)
+    assert out.device.type == "meta" and out.shape == (4, 3)
+    grads = torch.autograd.grad(out.sum(), (t, q, p))
+    assert [g.shape for g in grads] == [t.shape, q.shape, p.shape]
+    assert all(g.device.type == "meta" for g in grads)
+
+
+def test_a_batch_over_two_to_the_31_names_the_arguments():
+    t = np.broadcast_to(np.zeros(3), (50_000, 1, 3))
+    q = np.broadcast_to(np.array([1.0, 0, 0, 0]), (1, 50_000, 4))
+    with pytest.raises(
+        ValueError, match=r"arguments 'position' \(50000, 1, 3\), 'quaternion' \(1, 50000, 4\)"
+    ):
+        xform.pose_inverse(t, q)
+
+
+def test_an_unknown_op_name_lists_the_valid_ones():
+    with pytest.raises(
+        ValueError, match="no op named 'no_such_op'; the built-in ops are transform_points"
+    ):
+        xform.vjp("no_such_op", [np.zeros(3)], np.zeros(3))
+
+
+# --- the PyTorch-in-JAX bridge --------------------------------------------------------------
+
+
+def test_torch_to_jax_takes_any_number_of_dimensions(rng):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    f = xform.torch_to_jax(lambda q: xt.quaternion_to_matrix(q))
+    q = rng.normal(size=(2, 1, 3, 1, 2, 4))
+    want = xform.quaternion_to_matrix(q)
+    np.testing.assert_array_equal(np.asarray(f(q)), want)
+    np.testing.assert_array_equal(np.asarray(jax.jit(f)(q)), want)
+    grad = jax.grad(lambda q: f(q).sum())(q)
+    np.testing.assert_array_equal(
+        np.asarray(grad), xform.vjp("quaternion_to_matrix", [q], np.ones_like(want))[0]
+    )
