@@ -293,6 +293,10 @@ MATRIX_INPUT_OPS = {
 # Tangents drawn at half scale: |omega| stays well inside (0, pi), where the logarithm is
 # the exponential's inverse and the Jacobians' inverses exist.
 TANGENT_INPUTS = {"omega", "axis_angle", "xi"}
+# The angle and the distances have kinks at 0 and pi; random rotations (whose relative
+# angles crowd near pi) would put finite differences across them. Their inputs are
+# rotations of at most ~1.2 radians, so relative angles stay below ~2.4.
+DISTANCE_OPS = {"rotation_angle", "quaternion_geodesic_distance", "matrix_geodesic_distance"}
 
 
 def reference(name: str, args) -> tuple[np.ndarray, ...]:
@@ -312,7 +316,12 @@ def random_args(name: str, leadings, rng: np.random.Generator, dtype=np.float64)
     rotation matrices."""
     args = []
     for operand, leading in zip(OPS[name].operands, leadings):
-        if name in MATRIX_INPUT_OPS:
+        if name in DISTANCE_OPS:
+            w = rng.normal(size=(*leading, 3)) * 0.4
+            a = rotvec_quaternion(w) * rng.uniform(0.5, 2.0, size=(*leading, 1))
+            if operand.element == (3, 3):
+                a = Rotation.from_rotvec(w.reshape(-1, 3)).as_matrix().reshape(*leading, 3, 3)
+        elif name in MATRIX_INPUT_OPS:
             a = random_rotations(rng, leading)
         else:
             a = rng.normal(size=(*leading, *operand.element))
