@@ -303,6 +303,103 @@ def test_define_op_checks_its_arguments():
     assert len(xform._op.DEFINED) == count  # nothing half-made
 
 
+# --- sums: results that leave out a group of the operands' --------------------------------
+
+
+@wp.func
+def weighted_point(point: Any, weight: Any):
+    return weight * point, weight
+
+
+POINTS = xform.Operand((3,), ("...", "N"))
+WEIGHTED_SUM = xform.define_op(
+    "test_weighted_sum",
+    weighted_point,
+    operands={"points": POINTS, "weights": xform.Operand((), ("...", "N"))},
+    results={"total": xform.Result((3,), ("...",)), "weight": xform.Result((), ("...",))},
+    doc="sum_n w_n p_n and sum_n w_n, per leading index.",
+)
+
+
+@pytest.mark.parametrize(
+    "shape", [(7,), (2, 7), (3, 1000), (1,), (0,), (4, 0), (2, 3, 5), (3, 40_000), (100_003,)]
+)
+def test_a_summing_op_sums_over_the_left_out_group(shape, rng):
+    """Sums of one chunk, of many (40000 = 200 chunks of 200), of none (zeros), with
+    the weights broadcast along N, in float64 and float32."""
+    p = rng.normal(size=(*shape, 3))
+    w = rng.uniform(size=shape)
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        total, weight = WEIGHTED_SUM(p.astype(dtype), w.astype(dtype))
+        assert total.shape == (*shape[:-1], 3) and total.dtype == dtype
+        scale = max(1.0, np.sqrt(shape[-1]))
+        close = {"rtol": tol, "atol": tol * scale}
+        np.testing.assert_allclose(total, (w[..., None] * p).sum(-2), **close)
+        np.testing.assert_allclose(weight, w.sum(-1), **close)
+    if shape[-1]:
+        total, _ = WEIGHTED_SUM(p, w[..., :1])
+        np.testing.assert_allclose(total, w[..., :1] * p.sum(-2), atol=1e-12 * scale)
+
+
+def test_a_summing_op_differentiates_every_way(rng):
+    p, w = rng.normal(size=(3, 5, 3)), rng.uniform(size=(3, 5))
+    dp, dw = rng.normal(size=p.shape), rng.normal(size=w.shape)
+    total, weight = xform.jvp(WEIGHTED_SUM, (p, w), (dp, dw))
+    np.testing.assert_allclose(total, (dw[..., None] * p + w[..., None] * dp).sum(-2), atol=1e-13)
+    np.testing.assert_allclose(weight, dw.sum(-1), atol=1e-13)
+    g, gw = rng.normal(size=(3, 3)), rng.normal(size=3)
+    gp, gww = xform.vjp(WEIGHTED_SUM, (p, w), (g, gw))
+    np.testing.assert_allclose(gp, w[..., None] * g[:, None], atol=1e-13)
+    np.testing.assert_allclose(gww, (p * g[:, None]).sum(-1) + gw[:, None], atol=1e-13)
+    # a large VJP split over threads, and one whose sums all fall into one result
+    p, w = rng.normal(size=(4, 20_000, 3)), rng.uniform(size=(4, 20_000))
+    gp, _ = xform.vjp(WEIGHTED_SUM, (p, w), (g[:1].repeat(4, 0), gw[:1].repeat(4)))
+    np.testing.assert_allclose(gp, w[..., None] * g[0], atol=1e-13)
+    gp, _ = xform.vjp(WEIGHTED_SUM, (p[0], w[0]), (g[0], gw[0]))
+    np.testing.assert_allclose(gp, w[0, :, None] * g[0], atol=1e-13)
+
+
+def test_a_summing_op_in_torch_and_jax(rng):
+    torch = pytest.importorskip("torch")
+    jax = pytest.importorskip("jax")
+    from jax.test_util import check_grads
+
+    jax.config.update("jax_enable_x64", True)
+    p, w = rng.normal(size=(2, 50, 3)), rng.uniform(size=(2, 50))
+    tensors = [torch.from_numpy(a).requires_grad_() for a in (p, w)]
+    assert torch.autograd.gradcheck(WEIGHTED_SUM, tensors, check_forward_ad=True)
+    mapped = torch.func.vmap(WEIGHTED_SUM)(*tensors)
+    expected = WEIGHTED_SUM(p, w)
+    for a, b in zip(mapped, expected):
+        np.testing.assert_allclose(a.detach().numpy(), b, atol=1e-13)
+    arrays = [jax.numpy.asarray(a) for a in (p, w)]
+    check_grads(WEIGHTED_SUM, arrays, order=1, modes=("fwd", "rev"))
+    mapped = jax.jit(jax.vmap(WEIGHTED_SUM, in_axes=(0, None)))(arrays[0], arrays[1][0])
+    expected = WEIGHTED_SUM(p, np.broadcast_to(w[0], w.shape))
+    for a, b in zip(mapped, expected):
+        np.testing.assert_allclose(np.asarray(a), b, atol=1e-13)
+
+
+def test_summed_groups_must_be_named_and_last():
+    with pytest.raises(ValueError, match="must come last"):
+        xform.define_op(
+            "bad", weighted_point,
+            {"points": xform.Operand((3,), ("N", "B")), "weights": xform.Operand((), ("N", "B"))},
+            {"total": xform.Result((3,), ("B",)), "weight": xform.Result((), ("B",))},
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="must list the operands' groups"):
+        xform.define_op(
+            "bad", weighted_point, {"points": POINTS, "weights": xform.Operand((), ("...", "N"))},
+            {"total": xform.Result((3,), ("N",)), "weight": xform.Result((), ("N",))},
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="does not loop over runs"):
+        xform.define_op(
+            "bad", weighted_point, {"points": POINTS, "weights": xform.Operand((), ("...", "N"))},
+            {"total": xform.Result((3,), ("...",)), "weight": xform.Result((), ("...",))},
+            runs=True,
+        )  # fmt: skip
+
+
 def test_a_non_differentiable_user_op(rng):
     results = {"length": (), "direction": (3,)}
     op = xform.define_op("polar_values", polar, {"vector": (3,)}, results, differentiable=())

@@ -249,20 +249,71 @@ def _flush(op: Op, k: int, index: str, value: str) -> list[str]:
     ]
 
 
-def _compute(op: Op, product: str) -> list[str]:
-    """The per-index work once every x<k> (and dx<k>) is loaded: call the element
-    function, write results (forward, tangent) or give the VJP's values as b<k>."""
+def _evaluate(op: Op, product: str) -> tuple[list[str], list[str]]:
+    """Once every x<k> (and dx<k>) is loaded: the lines that call the element function (or
+    its tangent), and the names of the values (y<j>, dy<j>) it gives."""
     n, r = len(op.operands), len(op.results)
     xs = [f"x{k}" for k in range(n)]
     if product == "forward":
         ys = [f"y{j}" for j in range(r)]
-        return [f"{_tuple(ys)} = F({_tuple(xs)})"] + [f"r{j}[i] = y{j}" for j in range(r)]
-    if product == "tangent":
-        ys = [f"dy{j}" for j in range(r)]
-        dxs = [f"dx{k}" for k in range(n)]
-        return [f"{_tuple(ys)} = TG({_tuple(xs + dxs)})"] + [f"dr{j}[i] = dy{j}" for j in range(r)]
-    gs = [f"gr{j}[i]" for j in range(r)]
-    return [f"{_tuple([f'b{k}' for k in range(n)])} = V({_tuple(xs + gs)})"]
+        return [f"{_tuple(ys)} = F({_tuple(xs)})"], ys
+    ys = [f"dy{j}" for j in range(r)]
+    dxs = [f"dx{k}" for k in range(n)]
+    return [f"{_tuple(ys)} = TG({_tuple(xs + dxs)})"], ys
+
+
+def _compute(op: Op, product: str) -> list[str]:
+    """The per-index work once every x<k> (and dx<k>) is loaded: call the element
+    function, write results (forward, tangent) or give the VJP's values as b<k>."""
+    n, r = len(op.operands), len(op.results)
+    if product == "vjp":
+        # An op that sums over groups reads each sum's cotangent at every summand.
+        at = "i / grid.reduce" if op.reduced else "i"
+        xs = [f"x{k}" for k in range(n)] + [f"gr{j}[{at}]" for j in range(r)]
+        return [f"{_tuple([f'b{k}' for k in range(n)])} = V({_tuple(xs)})"]
+    lines, ys = _evaluate(op, product)
+    out = "r" if product == "forward" else "dr"
+    return lines + [f"{out}{j}[i] = {y}" for j, y in enumerate(ys)]
+
+
+def _reduce_body(op: Op, product: str) -> list[str]:
+    """For an op that sums over groups, forward or tangent: a thread sums its chunk of one
+    result element's summands, in order, into a partial sum of its own (where the results
+    would be; a launch may cover some of the chunks, from `grid.first_chunk`);
+    `sum_partials` then adds each element's partials, in order. Deterministic on every
+    device: no atomics."""
+    lines = [
+        "thread = wp.tid()",
+        "element, first, last = chunk_bounds(grid, thread)",
+        "at = unravel(grid, first)",
+    ]
+    lines += [f"total{j} = {_zero(f'Y{j}', res.element)}" for j, res in enumerate(op.results)]
+    loop = []
+    for k in range(len(op.operands)):
+        loop += _load(op, k, product, f"element_index(at, s{k})")
+    evaluate, ys = _evaluate(op, product)
+    loop += evaluate + [f"total{j} = total{j} + {y}" for j, y in enumerate(ys)]
+    loop.append("at = advance(grid, at)")
+    lines.append("for i in range(first, last):")
+    lines += ["    " + line for line in loop]
+    out = "r" if product == "forward" else "dr"
+    return lines + [f"{out}{j}[thread] = total{j}" for j in range(len(op.results))]
+
+
+def _sum_partials_source(op: Op) -> str:
+    """The kernel that adds each result element's `grid.chunks` partial sums, in order."""
+    r = len(op.results)
+    params = ["grid: FlatGrid"] + [f"p{j}: wp.array(dtype=Y{j})" for j in range(r)]
+    params += [f"r{j}: wp.array(dtype=Y{j})" for j in range(r)]
+    lines = ["element = wp.tid()"]
+    lines += [f"t{j} = {_zero(f'Y{j}', res.element)}" for j, res in enumerate(op.results)]
+    lines.append("for c in range(grid.chunks):")
+    lines += [f"    t{j} = t{j} + p{j}[element * grid.chunks + c]" for j in range(r)]
+    lines += [f"r{j}[element] = t{j}" for j in range(r)]
+    return (
+        "\n\n@wp.kernel(enable_backward=False)\n"
+        f"def sum_partials({_tuple(params)}):\n" + "".join(f"    {line}\n" for line in lines)
+    )
 
 
 def _simple_body(op: Op, product: str) -> list[str]:
@@ -328,9 +379,11 @@ def _run_body(op: Op, product: str) -> list[str]:
 
 
 @functools.cache
-def kernels(op: Op, product: str, scalar: type) -> dict[bool, wp.Kernel]:
+def kernels(op: Op, product: str, scalar: type) -> dict:
     """The kernels of one product of `op` for one dtype, keyed by `flat` (FlatGrid or
-    Grid), in a Warp module of their own. The launch layer relies on their parameters:
+    Grid), in a Warp module of their own (an op that sums over groups adds, for the
+    forward and the tangent, "sum_partials": its main kernels write partial sums where
+    the results would be, which that kernel adds up). The launch layer relies on their parameters:
     the grid, each operand with its strides, then for the forward the results; for the
     tangent the operands' tangents and the results' tangents; for the VJP the results'
     cotangents and the operands' gradients."""
@@ -355,8 +408,14 @@ def kernels(op: Op, product: str, scalar: type) -> dict[bool, wp.Kernel]:
                 namespace[f"PT{k}"] = element_tangent(o.prepare, scalar)
             if product == "vjp":
                 namespace[f"PV{k}"] = element_vjp(o.prepare, scalar)
-    body = _run_body(op, product) if op.runs else _simple_body(op, product)
+    summing = bool(op.reduced) and product != "vjp"
+    if summing:
+        body = _reduce_body(op, product)
+    else:
+        body = _run_body(op, product) if op.runs else _simple_body(op, product)
     source = _adjoint_anchor(op, product)
+    if summing:
+        source += _sum_partials_source(op)
     for grid in ("FlatGrid", "Grid"):
         source += (
             "\n\n@wp.kernel(enable_backward=False)\n"
@@ -366,7 +425,10 @@ def kernels(op: Op, product: str, scalar: type) -> dict[bool, wp.Kernel]:
     module = _module(op, product, scalar)
     wp.set_module_options({"enable_backward": False}, module=module)
     built = _build(source, module, namespace)
-    return {True: built[f"{product}_flatgrid"], False: built[f"{product}_grid"]}
+    kernels = {True: built[f"{product}_flatgrid"], False: built[f"{product}_grid"]}
+    if summing:
+        kernels["sum_partials"] = built["sum_partials"]
+    return kernels
 
 
 def _derives(op: Op, product: str) -> bool:
@@ -405,7 +467,8 @@ def _adjoint_anchor(op: Op, product: str) -> str:
 
 
 _INDEXING = (
-    "Grid", "FlatGrid", "run_bounds", "unravel", "advance", "element_index", "dense",
+    "Grid", "FlatGrid", "run_bounds", "chunk_bounds", "unravel", "advance", "element_index",
+    "dense",
 )  # fmt: skip
 
 

@@ -31,6 +31,12 @@ class Grid:
     run: wp.int32
     step: wp.int32
     dense: wp.int32
+    # For an op that sums over groups: launch indices summed per result element (the
+    # innermost `reduce`), the chunks of `run` each sum is split into, and the first
+    # chunk of this launch (the chunks of all result elements in a row).
+    reduce: wp.int32
+    chunks: wp.int32
+    first_chunk: wp.int32
 
 
 @wp.struct
@@ -43,6 +49,9 @@ class FlatGrid:
     run: wp.int32
     step: wp.int32
     dense: wp.int32
+    reduce: wp.int32
+    chunks: wp.int32
+    first_chunk: wp.int32
 
 
 @wp.func
@@ -53,6 +62,16 @@ def run_bounds(grid: Any, thread: wp.int32):
         first = thread * grid.run
         return first, wp.min(first + grid.run, grid.size), wp.int32(1)
     return thread, grid.size, grid.step
+
+
+@wp.func
+def chunk_bounds(grid: Any, thread: wp.int32):
+    """For an op that sums over groups: the result element of a thread's chunk, and the
+    launch indices [first, last) of that chunk of the element's summands."""
+    chunk = grid.first_chunk + thread
+    element = chunk / grid.chunks
+    first = element * grid.reduce + (chunk - element * grid.chunks) * grid.run
+    return element, first, wp.min(first + grid.run, (element + 1) * grid.reduce)
 
 
 @wp.func

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import dataclasses
 import functools
 import math
 import os
@@ -198,8 +199,9 @@ wp.init()
 @dataclass(frozen=True)
 class Tile:
     """One launch: its grid (innermost first), per-operand strides, the element offset of
-    each operand and of the results, its size, and which operands are dense (bit k:
-    operand k has one element per launch index of the whole plan)."""
+    each operand and of the results, its size (launch indices), which operands are dense
+    (bit k: operand k has one element per launch index of the whole plan), and for an op
+    that sums over groups, the launch indices each result element sums."""
 
     grid: tuple[int, ...]
     strides: tuple[tuple[int, ...], ...]
@@ -207,6 +209,10 @@ class Tile:
     result_offset: int
     count: int
     dense: int = 0
+    reduce: int = 1
+    # A launch of some of a sum's chunks (see `_summing_tiles`): the first, and how many.
+    first_chunk: int = 0
+    chunks: int = 0
 
 
 @functools.lru_cache(maxsize=1024)
@@ -224,7 +230,8 @@ def dense_operands(plan: LaunchPlan) -> int:
 def _tiles(plan: LaunchPlan, parts: int) -> tuple[Tile, ...]:
     """Launches covering `plan.grid`. Grids deeper than MAX_GRID_DIMS (rare interleaved
     broadcasts) loop over their outer dimensions; `parts` > 1 also splits the outermost
-    launched dimension into that many ranges, for the thread pool."""
+    launched dimension into that many ranges, for the thread pool. (A split of an op that
+    sums over groups falls between result elements, or all indices sum into one.)"""
     depth = _indexing.MAX_GRID_DIMS
     outer_ndim = max(0, len(plan.grid) - depth)
     inner = list(plan.grid[outer_ndim:])
@@ -247,18 +254,64 @@ def _tiles(plan: LaunchPlan, parts: int) -> tuple[Tile, ...]:
                         b + start * (s[outer_ndim] if inner else 0)
                         for b, s in zip(base, plan.strides)
                     ),
-                    flat * inner_count + start * math.prod(inner[1:]),
+                    (flat * inner_count + start * math.prod(inner[1:])) // max(plan.reduce, 1),
                     math.prod(grid),
                     dense_operands(plan),
+                    plan.reduce,
                 )
             )
     return tuple(tiles)
 
 
-def _parts(operands: Operands) -> int:
+@functools.lru_cache(maxsize=1024)
+def _summing_tiles(plan: LaunchPlan, parts: int) -> tuple[Tile, ...]:
+    """The launches of a kernel that sums over groups: its chunks (each result element's,
+    in a row) in `parts` ranges, each writing its own range of the partial sums."""
+    if not plan.size:
+        return ()
+    (whole,) = _tiles(plan, 1)  # a sum's grid fits one launch (see _layout)
+    chunks = plan.results * _chunks(plan.reduce)
+    bounds = np.linspace(0, chunks, min(parts, chunks) + 1).astype(int).tolist()
+    return tuple(
+        dataclasses.replace(whole, result_offset=first, first_chunk=first, chunks=last - first)
+        for first, last in zip(bounds[:-1], bounds[1:])
+    )
+
+
+def _parts(operands: Operands, kind: str) -> int:
     if operands.device == "cpu" and operands.plan.size >= PARALLEL_MIN_ELEMENTS:
         return THREADS
     return 1
+
+
+def _summing(op: Op, kind: str) -> bool:
+    """Whether `kind`'s kernel of `op` sums launch indices into each result element."""
+    return bool(op.reduced) and kind != "vjp"
+
+
+def _chunk(reduce: int) -> int:
+    """Summands per thread of an op that sums over groups: about the square root of each
+    sum's, so that neither the chunks' loops nor the partial sums per element grow long."""
+    return max(32, math.isqrt(max(reduce - 1, 0)) + 1)
+
+
+def _chunks(reduce: int) -> int:
+    return -(-reduce // _chunk(reduce))
+
+
+def scratch_shapes(op: Op, kind: str, shapes, prefix: int = 0) -> list[tuple[int, ...]]:
+    """The partial sums that `kind` of an op that sums over groups allocates, after its
+    results and through the same allocator (an FFI caller provides them as outputs)."""
+    if not _summing(op, kind):
+        return []
+    return _partial_shapes(op, _cached_plan(op, tuple(map(tuple, shapes)), prefix))
+
+
+def _partial_shapes(op: Op, plan: LaunchPlan) -> list[tuple[int, ...]]:
+    """One partial sum per chunk and result element; none where each sum is one chunk
+    (its chunk's sum is the result). Always one array per result, for the FFI's sake."""
+    chunks = _chunks(plan.reduce)
+    return [(plan.results * chunks if chunks > 1 else 0, *r.element) for r in op.results]
 
 
 # --- recorded launches, fed raw pointers --------------------------------------------------
@@ -297,7 +350,8 @@ def _recorded(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> wp.La
     cache = getattr(_local, "launches", None)
     if cache is None:
         cache = _local.launches = collections.OrderedDict()
-    key = (op, kind, scalar, device, tile.grid, tile.strides, tile.count, tile.dense)
+    key = (op, kind, scalar, device, tile.grid, tile.strides, tile.count, tile.dense,
+           tile.reduce, tile.first_chunk, tile.chunks)  # fmt: skip
     launch = cache.get(key)
     if launch is not None:
         cache.move_to_end(key)
@@ -337,6 +391,13 @@ def record(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launc
     grid.size = tile.count
     grid.run, grid.step = _run_shape(op, kind, device, tile)
     grid.dense = tile.dense
+    grid.reduce = max(tile.reduce, 1)
+    dim = -(-tile.count // grid.run) if grid.step == 1 else grid.step
+    if _summing(op, kind):  # a thread per chunk of each result element's summands
+        grid.run = _chunk(tile.reduce)
+        grid.chunks = _chunks(tile.reduce)
+        grid.first_chunk = tile.first_chunk
+        dim = tile.chunks
     inputs: list[Any] = [grid]
     for strides in tile.strides:
         inputs += [None, _vec4(strides, 0)]
@@ -346,7 +407,7 @@ def record(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launc
     try:
         return wp.launch(
             _codegen.kernel(op, kind, scalar, flat),
-            dim=-(-tile.count // grid.run) if grid.step == 1 else grid.step,
+            dim=dim,
             inputs=inputs,
             device=device,
             record_cmd=True,
@@ -389,7 +450,10 @@ def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> 
     op = operands.op
     stream = None if operands.device == "cpu" else wp.get_stream(operands.device)
 
-    tiles = _tiles(operands.plan, parts)
+    if _summing(op, kind):  # (a sum over no summands launches only `sum_partials`)
+        tiles = _summing_tiles(operands.plan, parts)
+    else:
+        tiles = _tiles(operands.plan, parts)
 
     def launch_tile(k: int):
         tile = tiles[k]
@@ -415,6 +479,36 @@ def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> 
     else:
         for k in range(len(tiles)):
             launch_tile(k)
+
+
+def _sum_partials(operands: Operands, kind: str, partials, results, stream=None) -> None:
+    """Add each result element's partial sums, in order, into the results (all of them:
+    with no summands, zeros)."""
+    op = operands.op
+    key = (op, kind, operands.scalar, operands.device)
+    cache = getattr(_local, "sums", None)
+    if cache is None:
+        cache = _local.sums = {}
+    launch = cache.get(key)
+    if launch is None:
+        kernel = _codegen.kernels(op, kind, operands.scalar)["sum_partials"]
+        with _record_lock:
+            launch = cache[key] = wp.launch(
+                kernel, dim=1, inputs=[_indexing.FlatGrid()] + [None] * (2 * len(op.results)),
+                device=operands.device, record_cmd=True,
+            )  # fmt: skip
+    count, chunks = operands.plan.results, _chunks(operands.plan.reduce)
+    grid = _indexing.FlatGrid()
+    grid.size, grid.chunks = count, chunks
+    launch.set_dim(count)
+    launch.set_param_at_index(0, grid)
+    r = len(op.results)
+    for j, ptr in enumerate([*partials, *results]):
+        total = count * chunks if j < r else count
+        launch.set_param_at_index_from_ctype(
+            1 + j, _array_param(ptr, op.results[j % r].element, operands.scalar, 0, total)
+        )
+    launch.launch(stream)
 
 
 def _wait_for_all(futures, raised: BaseException | None = None) -> None:
@@ -450,9 +544,10 @@ def _operand_params(operands: Operands, first: int = 1, step: int = 2, buffers=N
     ]
 
 
-def _result_params(operands: Operands, first: int, pointers):
+def _result_params(operands: Operands, first: int, pointers, total: int | None = None):
+    total = operands.plan.results if total is None else total
     return [
-        (first + k, ptr, r.element, operands.plan.size, None)
+        (first + k, ptr, r.element, total, None)
         for k, (r, ptr) in enumerate(zip(operands.op.results, pointers))
     ]
 
@@ -467,10 +562,31 @@ def forward(operands: Operands, allocate: Allocator) -> list[Any]:
         allocate(operands.result_shape(k), operands.scalar, operands.device)
         for k in range(len(op.results))
     ]
-    if operands.plan.size:
-        params = forward_params(operands, [ptr for _, ptr in results])
-        _run(operands, "forward", params, _parts(operands))
+    if operands.plan.results:
+        params, pointers = _operand_params(operands), [ptr for _, ptr in results]
+        _launch_product(operands, "forward", params, 1 + 2 * len(op.operands), pointers, allocate)
     return [native for native, _ in results]
+
+
+def _launch_product(operands: Operands, kind: str, params, first_result: int, pointers, allocate):
+    """Launch the forward or tangent, given every array parameter but the results'. An op
+    that sums over groups writes partial sums (allocated here) and then adds them up."""
+    if not _summing(operands.op, kind):
+        params += _result_params(operands, first_result, pointers)
+        _run(operands, kind, params, _parts(operands, kind))
+        return
+    if _chunks(operands.plan.reduce) == 1:  # each sum one chunk: straight into the results
+        params += _result_params(operands, first_result, pointers)
+        _run(operands, kind, params, _parts(operands, kind))
+        return
+    shapes = _partial_shapes(operands.op, operands.plan)
+    partials = [allocate(shape, operands.scalar, operands.device) for shape in shapes]
+    partial_pointers = [ptr for _, ptr in partials]
+    total = shapes[0][0]
+    params = params + _result_params(operands, first_result, partial_pointers, total)
+    _run(operands, kind, params, _parts(operands, kind))
+    stream = None if operands.device == "cpu" else wp.get_stream(operands.device)
+    _sum_partials(operands, kind, partial_pointers, pointers, stream)
 
 
 def forward_params(operands: Operands, result_pointers) -> list[tuple]:
@@ -519,7 +635,7 @@ def vjp(
         ]
         # Deep grids loop over overlapping outer tiles: their VJP stays on one thread.
         deep = len(operands.plan.grid) > _indexing.MAX_GRID_DIMS
-        parts = 1 if deep else _parts(operands)
+        parts = 1 if deep else _parts(operands, "vjp")
         partials = _partial_sums(operands, grad_buffers, parts)
         cotangent_pointers = [c.ptr for c in cotangent_buffers]
         params, grad_params = backward_params(operands, cotangent_pointers, grad_buffers)
@@ -599,11 +715,11 @@ def jvp(
         allocate(operands.result_shape(k), operands.scalar, operands.device)
         for k in range(len(op.results))
     ]
-    if operands.plan.size:
+    if operands.plan.results:
         params = _operand_params(operands)
         params += _operand_params(operands, 1 + 2 * n, 1, tangent_buffers)
-        params += _result_params(operands, 1 + 3 * n, [p for _, p in results])
-        _run(operands, "tangent", params, _parts(operands))
+        pointers = [p for _, p in results]
+        _launch_product(operands, "tangent", params, 1 + 3 * n, pointers, allocate)
     return [native for native, _ in results]
 
 

@@ -16,6 +16,8 @@ from ._op import VARIADIC, Op, Operand
 
 # Warp indexes launches and arrays with 32-bit integers.
 MAX_ELEMENTS = 2**31 - 1
+# An op that sums over groups launches its grid in one piece: as deep as a kernel indexes.
+SUMMED_GRID_DIMS = 4
 
 
 @dataclass(frozen=True)
@@ -23,15 +25,24 @@ class LaunchPlan:
     """How one call of an op maps onto kernel launches.
 
     `grid` lists the launch dimensions, outermost first; `strides[k]` gives operand k's
-    element stride along each of them. Results are contiguous over `grid`.
+    element stride along each of them. Results are contiguous over `grid`, but for an op
+    that sums over groups (`Op.reduced`): their dimensions are the grid's innermost, of
+    `reduce` launch indices in all, and each result element sums that many neighbours.
     """
 
     batch_shape: tuple[int, ...]
     grid: tuple[int, ...]
     strides: tuple[tuple[int, ...], ...]
+    reduce: int = 1
 
     @property
     def size(self) -> int:
+        """Launch indices: result elements times the summands of each."""
+        return math.prod(self.batch_shape) * self.reduce
+
+    @property
+    def results(self) -> int:
+        """Elements of each result."""
         return math.prod(self.batch_shape)
 
 
@@ -132,8 +143,8 @@ def _operand_strides(
 def _coalesce(
     shape: tuple[int, ...], strides: list[list[int]]
 ) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
-    """Drop size-1 dimensions and merge neighbours that every operand walks contiguously.
-    Results are contiguous, so they merge wherever the operands do."""
+    """Drop size-1 dimensions and merge neighbours that every operand (and result: give
+    its strides too) walks contiguously."""
     keep = [d for d, size in enumerate(shape) if size != 1]
     grid = [shape[d] for d in keep]
     per_operand = [[s[d] for d in keep] for s in strides]
@@ -165,19 +176,34 @@ def plan_launch(op: Op, shapes: list[tuple[int, ...]], prefix: int = 0) -> Launc
     layouts = [_operand_layout(operand, prefix) for operand in op.operands]
     groups = _broadcast_groups(op, shapes, layouts, leading)
     result_batch = _prefix_groups(prefix) + op.results[0].batch
+    launch_batch = _prefix_groups(prefix) + op.launch_batch
     batch_shape = tuple(size for group in result_batch for size in groups.get(group, ()))
-    if math.prod(batch_shape) > MAX_ELEMENTS:
+    launch_shape = tuple(size for group in launch_batch for size in groups.get(group, ()))
+    if math.prod(launch_shape) > MAX_ELEMENTS:
         shapes_given = ", ".join(f"'{o.name}' {tuple(s)}" for o, s in zip(op.operands, shapes))
         raise ValueError(
-            f"{op.name}: arguments {shapes_given} broadcast to the batch {batch_shape}, more "
+            f"{op.name}: arguments {shapes_given} broadcast to the batch {launch_shape}, more "
             f"than {MAX_ELEMENTS} elements (Warp indexes with 32-bit integers); split the call"
         )
     strides = [
-        _operand_strides(layout, dims, result_batch, groups)
+        _operand_strides(layout, dims, launch_batch, groups)
         for layout, dims in zip(layouts, leading)
     ]
-    grid, coalesced = _coalesce(batch_shape, strides)
-    return LaunchPlan(batch_shape, grid, coalesced)
+    # The results walk their own dimensions contiguously and stand still over the summed
+    # ones, which keeps the two apart when neighbours merge.
+    result_strides = list(_contiguous_strides(batch_shape)) + [0] * (
+        len(launch_shape) - len(batch_shape)
+    )
+    grid, coalesced = _coalesce(launch_shape, [*strides, result_strides])
+    if op.reduced and len(grid) > SUMMED_GRID_DIMS:
+        shapes_given = ", ".join(f"'{o.name}' {tuple(s)}" for o, s in zip(op.operands, shapes))
+        raise ValueError(
+            f"{op.name}: arguments {shapes_given} interleave broadcast and full dimensions "
+            f"into a {len(grid)}-dimensional launch; a sum takes at most {SUMMED_GRID_DIMS} "
+            "(broadcast the arguments to one shape first)"
+        )
+    reduce = math.prod(launch_shape[len(batch_shape) :])
+    return LaunchPlan(batch_shape, grid, coalesced[:-1], reduce)
 
 
 def result_shapes(op: Op, shapes: list[tuple[int, ...]], prefix: int = 0):

@@ -109,6 +109,18 @@ class Op:
     def differentiable(self) -> bool:
         return any(o.differentiable for o in self.operands)
 
+    @functools.cached_property
+    def reduced(self) -> tuple[str, ...]:
+        """The batch groups the results sum over: the operands' groups the results lack."""
+        kept = set(self.results[0].batch)
+        groups = dict.fromkeys(g for o in self.operands if not o.single for g in o.batch)
+        return tuple(g for g in groups if g not in kept)
+
+    @functools.cached_property
+    def launch_batch(self) -> tuple[str, ...]:
+        """The groups a launch covers: the results', then those summed over (innermost)."""
+        return self.results[0].batch + self.reduced
+
     @property
     def differentiable_operands(self) -> tuple[str, ...]:
         return tuple(o.name for o in self.operands if o.differentiable)
@@ -146,6 +158,25 @@ class Op:
     def __repr__(self) -> str:
         operands = ", ".join(f"{o.name}{o.expected_shape()}" for o in self.operands)
         return f"xform.Op({self.name}: {operands})"
+
+
+@dataclass(frozen=True, eq=False)
+class OpFamily:
+    """A function over ops: it chooses among them by static arguments (a convention
+    string, an optional operand, a flag), or chains several (a sum over points, then a
+    solve per batch element). Each op has its own kernels (never a Python loop per
+    element, nor a branch on a traced value) and is made up front, so that a compiled
+    region never meets a new one. `run(call, *args, **kwargs)` computes the function
+    through `call(op, *arrays)`, which `xform`, `xform.backends.torch` and
+    `xform.backends.jax` each give in their own way: one definition for every framework,
+    whose autodiff chains the ops' own.
+    """
+
+    name: str
+    run: Callable[..., Any]
+    signature: inspect.Signature
+    doc: str
+    members: tuple[Op, ...] = ()
 
 
 # Every op defined in this process, and who wants to hear of new ones (the torch adapter
@@ -247,6 +278,11 @@ def define_op(
     shape. An `Operand` or `Result` in place of a shape sets more (batch layouts, cuRobo's
     single pose, a prepared operand).
 
+    Sums: results whose batch layout leaves out a named group of the operands' (operands
+    `("...", "N")`, results `("...",)`) are sums of `function`'s values over that group,
+    which must come last in each operand that has it. Each sum is deterministic: chunks of
+    summands added in order, then the chunks' partial sums in order, on every device.
+
     Derivatives are exact and need nothing more: the VJP is Warp's adjoint of `function`
     (`wp.grad`), the JVP one reverse sweep per result component (see `_codegen.py`).
     Closed forms, used where given, over the same values `function` receives (a prepared
@@ -285,7 +321,7 @@ def define_op(
         raise _error(name, f"differentiable names {unknown}, which are not operands {names}")
     if len({*names, *(x.name for x in result_specs)}) != n + r:
         raise _error(name, "operand and result names must be distinct")
-    _check_layouts(name, operand_specs, result_specs)
+    _check_layouts(name, operand_specs, result_specs, runs)
     for o in operand_specs:
         _check_prepare(name, o, o.name in differentiable)
     operand_specs = [
@@ -326,20 +362,33 @@ def _is_name(name) -> bool:
     return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
 
 
-def _check_layouts(name: str, operands: list[Operand], results: list[Result]) -> None:
-    """Each batch layout names a group once; the results' layout lists exactly the
-    groups the (non-single) operands have, so no batch dimension appears or vanishes."""
+def _check_layouts(name: str, operands: list[Operand], results: list[Result], runs: bool) -> None:
+    """Each batch layout names a group once. The results' layout lists the groups of the
+    (non-single) operands, each once, but for reduced groups: named groups that the
+    results leave out, summed over, which must be the last group of every operand that
+    has them (so that a result's summands are neighbours in the launch)."""
     for spec in (*operands, *results):
         if len(set(spec.batch)) != len(spec.batch):
             raise _error(name, f"'{spec.name}' has the batch layout {spec.batch}, a group twice")
     groups = {g for o in operands if not o.single for g in o.batch}
     layout = set(results[0].batch)
-    if layout != groups:
+    reduced = groups - layout
+    if not layout <= groups or VARIADIC in reduced:
         raise _error(
             name,
             f"the results' batch layout {results[0].batch} must list the operands' groups "
-            f"{sorted(groups)}, each once",
+            f"{sorted(groups)}, each once (but for named groups to sum over)",
         )
+    for o in operands:
+        summed = [g for g in o.batch if g in reduced]
+        if summed and tuple(o.batch[len(o.batch) - len(summed) :]) != tuple(summed):
+            raise _error(
+                name,
+                f"operand '{o.name}' has the batch layout {o.batch}: the groups summed over, "
+                f"{sorted(reduced)}, must come last",
+            )
+    if reduced and runs:
+        raise _error(name, "an op that sums over a group does not loop over runs")
 
 
 def _check_prepare(name: str, operand: Operand, differentiable: bool) -> None:
