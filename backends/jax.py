@@ -36,16 +36,18 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from xform import _launch
+from xform._api import family_function, numbers_as_arrays
 from xform._layout import result_shapes
 from xform._op import Op
-from xform.ops import OPS
+from xform._random import sample_shape
+from xform.ops import FAMILY_FUNCTIONS, OPS
 
 try:  # the XLA FFI call frame as ctypes structures: Warp's, which are not public API
     from warp._src.jax import xla_ffi
 except ImportError:  # then Warp's own FFI path serves CPU calls too
     xla_ffi = None
 
-__all__ = list(OPS)
+__all__ = [*OPS, *FAMILY_FUNCTIONS, "random_quaternion"]
 
 
 # --- running the core's launches inside an FFI call --------------------------------------
@@ -162,7 +164,11 @@ def _cpu_target(op: Op, product: str, prefix: int, needed: tuple[bool, ...]) -> 
 
 
 def _result_count(op: Op, product: str, needed) -> int:
-    return sum(needed) if product == "vjp" else len(op.results)
+    """The outputs of an FFI call: the product's results, and partial sums per result of
+    an op that sums over groups (see `_run`)."""
+    if product == "vjp":
+        return sum(needed)
+    return len(op.results) * (2 if op.reduced else 1)
 
 
 @functools.cache
@@ -206,11 +212,17 @@ def _run(op: Op, product: str, prefix: int, needed, inputs, out_shapes, cpu=Fals
         return []
     if any(0 in shape for shape in out_shapes) or any(
         x.size == 0 for x in inputs[: len(op.operands)]
-    ):
+    ):  # nothing to compute, or sums over no summands
         return [jnp.zeros(shape, dtype) for shape in out_shapes]
+    # An op that sums over groups takes its partial sums as further outputs, dropped here:
+    # XLA owns their memory, in order on its stream.
+    count = len(out_shapes)
+    operand_shapes = [x.shape for x in inputs[: len(op.operands)]]
+    out_shapes = [*out_shapes, *_launch.scratch_shapes(op, product, operand_shapes, prefix)]
     if cpu:
         results = [jax.ShapeDtypeStruct(shape, dtype) for shape in out_shapes]
-        return list(jax.ffi.ffi_call(_cpu_target(op, product, prefix, needed), results)(*inputs))
+        target = _cpu_target(op, product, prefix, needed)
+        return list(jax.ffi.ffi_call(target, results)(*inputs))[:count]
     scalar = wp.dtype_from_numpy(np.dtype(dtype))
     ranks = [x.ndim for x in inputs] + [len(s) for s in out_shapes]
     callable_ = ffi_callable(
@@ -219,7 +231,7 @@ def _run(op: Op, product: str, prefix: int, needed, inputs, out_shapes, cpu=Fals
         tuple((scalar, rank) for rank in ranks),
         len(out_shapes),
     )
-    return call_ffi(callable_, inputs, out_shapes)
+    return call_ffi(callable_, inputs, out_shapes)[:count]
 
 
 # --- the three primitives per op -----------------------------------------------------------
@@ -443,6 +455,7 @@ def _make_function(op: Op):
             )
         if kwargs or len(args) != n:  # the common positional call skips binding
             args = [signature.bind(*args, **kwargs).arguments[o.name] for o in op.operands]
+        args = numbers_as_arrays(op, args)
         operands = [_as_array(op, o.name, x) for o, x in zip(op.operands, args)]
         # An operand the op is not differentiable in gets a zero derivative.
         operands = [
@@ -466,5 +479,18 @@ def function(op: Op):
 
 
 FUNCTIONS = {name: function(op) for name, op in OPS.items()}
+FUNCTIONS |= {
+    name: family_function(family, lambda op, *arrays: function(op)(*arrays))
+    for name, family in FAMILY_FUNCTIONS.items()
+}
 
 globals().update(FUNCTIONS)  # every built-in op by name
+
+
+def random_quaternion(shape, key: jax.Array, dtype=None) -> jax.Array:
+    """Unit quaternions [w, x, y, z], uniform over rotations (Haar), shape `shape + (4,)`:
+    normalised standard normals drawn with the PRNG `key` (the same key gives the same
+    samples; split it for fresh ones). `dtype` defaults to JAX's default float."""
+    dims = sample_shape("backends.jax.random_quaternion", shape)
+    normals = jax.random.normal(key, (*dims, 4), dtype=dtype or jnp.zeros(0).dtype)
+    return FUNCTIONS["quaternion_normalize"](normals)

@@ -35,12 +35,16 @@ import torch.autograd.forward_ad as forward_ad
 import warp as wp
 
 from xform import _launch
+from xform._api import family_function, numbers_as_arrays
 from xform._layout import result_shapes
 from xform._op import Op, on_define
-from xform.ops import OPS
+from xform._random import sample_shape
+from xform.ops import FAMILY_FUNCTIONS, OPS
 
 __all__ = [
     *OPS,
+    *FAMILY_FUNCTIONS,
+    "random_quaternion",
     "torch_quaternion_to_matrix",
     "TransformPoint",
     "BatchTransformPoint",
@@ -494,7 +498,7 @@ def _make_functional(op: Op):
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             args = tuple(bound.arguments.values())
-        operands, buffers = args[:n], args[n:] or (None,) * n_buffers
+        operands, buffers = numbers_as_arrays(op, args[:n]), args[n:] or (None,) * n_buffers
         _check_operand_types(op, operands)
         if torch.compiler.is_compiling():
             return _compiled_call(custom, operands, buffers[: len(result_names)])
@@ -561,8 +565,26 @@ def _adopt(op: Op) -> None:
 
 on_define(_adopt)
 FUNCTIONS = {name: function(op) for name, op in OPS.items()}
+FUNCTIONS |= {
+    name: family_function(family, lambda op, *arrays: function(op)(*arrays))
+    for name, family in FAMILY_FUNCTIONS.items()
+}
 
 globals().update(FUNCTIONS)  # every built-in op by name
+
+
+def random_quaternion(
+    shape, generator: torch.Generator | None = None, dtype=None, device=None
+) -> torch.Tensor:
+    """Unit quaternions [w, x, y, z], uniform over rotations (Haar), shape `shape + (4,)`:
+    normalised standard normals drawn with `generator` (torch's global one if None; a
+    generator seeded alike gives the same samples). `dtype` defaults to torch's default,
+    `device` to the generator's (else the CPU)."""
+    dims = sample_shape("backends.torch.random_quaternion", shape)
+    if device is None and generator is not None:
+        device = generator.device
+    normals = torch.randn((*dims, 4), generator=generator, dtype=dtype, device=device)
+    return FUNCTIONS["quaternion_normalize"](normals)
 
 
 # --- cuRobo's Function classes --------------------------------------------------------------

@@ -5,11 +5,12 @@ cannot fall behind the ops."""
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 
 import xform
-from xform.ops import FAMILIES
+from xform.ops import FAMILIES, FAMILY_FUNCTIONS
 
 OUT = Path(__file__).with_name("api.md")
 
@@ -47,6 +48,28 @@ def op_section(op: xform.Op) -> str:
     return "\n".join(lines)
 
 
+def family_section(family) -> str:
+    """A function over ops (a static choice among them, or a chain): its docstring."""
+    members = [f"`{op.name}`" for op in family.members]
+    listed = ", ".join(members) if len(members) <= 8 else f"{len(members)} ops, one per choice"
+    lines = [f"### `{family.name}{family.signature}`", "", "```", family.doc, "```", ""]
+    return "\n".join([*lines, f"Runs: {listed}.", ""])
+
+
+def random_section() -> str:
+    from xform._random import random_quaternion
+
+    lines = ["## Random rotations", "", "| where | function |", "|---|---|"]
+    lines += [
+        f"| `xform` (NumPy) | `random_quaternion{inspect.signature(random_quaternion)}` |",
+        "| `xform.backends.torch` | `random_quaternion(shape, generator=None, dtype=None, "
+        "device=None)` |",
+        "| `xform.backends.jax` | `random_quaternion(shape, key, dtype=None)` |",
+    ]
+    doc = inspect.getdoc(random_quaternion)
+    return "\n".join([*lines, "", "```", doc, "```", ""])
+
+
 def render() -> str:
     parts = [
         "# API reference",
@@ -62,6 +85,14 @@ def render() -> str:
     for family, ops in FAMILIES.items():
         parts += [f"## {family}", ""]
         parts += [op_section(op) for op in ops]
+    parts += ["## Functions over ops", ""]
+    parts += [
+        "Each chooses among ops by a static argument, or chains ops; in every framework, "
+        "with its autodiff.",
+        "",
+    ]
+    parts += [family_section(family) for family in FAMILY_FUNCTIONS.values()]
+    parts.append(random_section())
     return "\n".join(parts).rstrip() + "\n"
 
 

@@ -228,6 +228,55 @@ def vee(m):
                            m[..., 1, 0] - m[..., 0, 1]], -1)  # fmt: skip
 
 
+def quaternion_exp(v):
+    """exp of the pure quaternion (0, v / 2), not standardised: w < 0 past |v| = pi."""
+    theta = np.linalg.norm(v, axis=-1, keepdims=True)
+    axis = np.divide(v, theta, out=np.zeros_like(v), where=theta > 0)
+    return np.concatenate([np.cos(theta / 2), np.sin(theta / 2) * axis], -1)
+
+
+def normalized(q):
+    return q / np.linalg.norm(q, axis=-1, keepdims=True)
+
+
+def slerp(q1, q2, t):
+    """q1 exp(t log(q1^-1 q2)) from SciPy's rotations: the relative rotation's vector
+    (|r| <= pi, the shorter arc), scaled by t."""
+    q1, q2, t = _broadcast((q1, 1), (q2, 1), (t, 0))
+    relative = hamilton(conjugate(normalized(q1)), normalized(q2))
+    return hamilton(normalized(q1), quaternion_exp(t[..., None] * quaternion_rotvec(relative)))
+
+
+def pose_interpolate(p1, q1, p2, q2, t):
+    """T1 exp(t log(T1^-1 T2)), the logarithm and exponential from matrix functions."""
+    p1, q1, p2, q2, t = _broadcast((p1, 1), (q1, 1), (p2, 1), (q2, 1), (t, 0))
+    q1 = normalized(q1)
+    relative_q = hamilton(conjugate(q1), normalized(q2))
+    relative_p = apply(rotation_matrix(conjugate(q1)), p2 - p1)
+    xi = t[..., None] * se3_log(relative_p, relative_q)
+    step_p, _ = se3_exp(xi)
+    return (
+        apply(rotation_matrix(q1), step_p) + p1,
+        hamilton(q1, quaternion_exp(xi[..., 3:])),
+    )
+
+
+def rotation_6d_to_matrix(d6):
+    """Gram-Schmidt, rows: pytorch3d's convention."""
+    a, b = d6[..., :3], d6[..., 3:]
+    first = normalized(a)
+    second = normalized(b - (first * b).sum(-1, keepdims=True) * first)
+    return np.stack([first, second, np.cross(first, second)], -2)
+
+
+def special_procrustes(m):
+    """argmin over rotations R of |R - M|: U diag(1, 1, det(U V^T)) V^T from NumPy's SVD."""
+    u, _, vt = np.linalg.svd(m)
+    d = np.ones(m.shape[:-1])
+    d[..., -1] = np.linalg.det(u @ vt)
+    return (u * d[..., None, :]) @ vt
+
+
 REFERENCES = {
     "transform_points": transform_points,
     "batch_transform_points": batch_transform_points,
@@ -282,6 +331,15 @@ REFERENCES = {
         .magnitude()
         .reshape(np.broadcast_shapes(a.shape, b.shape)[:-2])
     ),
+    "rotation_6d_to_matrix": rotation_6d_to_matrix,
+    "matrix_to_rotation_6d": lambda m: m[..., :2, :].reshape(*m.shape[:-2], 6),
+    "matrix_to_pose": lambda m: (m[..., :3, 3], canonical_quaternion(m[..., :3, :3])),
+    "quaternion_rate_to_axis_angle_rate": lambda q, dq: (
+        2 * hamilton(*_broadcast((conjugate(q), 1), (dq, 1)))[..., 1:]
+    ),
+    "quaternion_slerp": slerp,
+    "pose_interpolate": pose_interpolate,
+    "special_procrustes": special_procrustes,
 }
 
 MATRIX_INPUT_OPS = {
@@ -289,6 +347,7 @@ MATRIX_INPUT_OPS = {
     "cuda_matrix_to_quaternion",
     "matrix_to_axis_angle",
     "matrix_geodesic_distance",
+    "matrix_to_pose",
 }
 # Tangents drawn at half scale: |omega| stays well inside (0, pi), where the logarithm is
 # the exponential's inverse and the Jacobians' inverses exist.
@@ -321,6 +380,15 @@ def random_args(name: str, leadings, rng: np.random.Generator, dtype=np.float64)
             a = rotvec_quaternion(w) * rng.uniform(0.5, 2.0, size=(*leading, 1))
             if operand.element == (3, 3):
                 a = Rotation.from_rotvec(w.reshape(-1, 3)).as_matrix().reshape(*leading, 3, 3)
+        elif name == "special_procrustes":
+            # Near rotations, as noisy estimates are: far from the matrices where the
+            # nearest rotation is not unique, which float32 input could not resolve.
+            a = random_rotations(rng, leading) + 0.3 * rng.normal(size=(*leading, 3, 3))
+        elif name in MATRIX_INPUT_OPS and operand.element == (4, 4):
+            a = np.zeros((*leading, 4, 4))
+            a[..., :3, :3] = random_rotations(rng, leading)
+            a[..., :3, 3] = rng.normal(size=(*leading, 3))
+            a[..., 3, 3] = 1.0
         elif name in MATRIX_INPUT_OPS:
             a = random_rotations(rng, leading)
         else:

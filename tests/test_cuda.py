@@ -320,3 +320,72 @@ def test_cuda_interop_is_zero_copy(jax_gpu, rng):
     as_warp = xform.to_warp(x)
     assert str(as_warp.device) == "cuda:0" and as_warp.ptr == x.data_ptr()
     np.testing.assert_array_equal(np.asarray(as_jax), x.cpu().numpy())
+
+
+# --- functions over ops: Euler conventions, registration (sums), random rotations -----------
+
+
+def registration_problem(rng, batch=3, n=20_000):
+    p, y = rng.normal(size=(2, batch, n, 3))
+    w = rng.uniform(0.5, 1.5, size=(batch, n))
+    return p, y, w
+
+
+@pytest.mark.parametrize("scale", [False, True])
+def test_warp_cuda_registration_matches_cpu_and_repeats_bit_for_bit(scale, rng):
+    """Sums of 20000 points in chunks: the same values as the CPU to rounding, and the
+    same bits call after call (partial sums in order, no atomics)."""
+    arrays = registration_problem(rng)
+    expected = xform.rigid_registration(*arrays, scale=scale)
+    gpu = [wp.array(a, dtype=wp.float64, device="cuda:0") for a in arrays]
+    first = [r.numpy() for r in xform.rigid_registration(*gpu, scale=scale)]
+    for got, want in zip(first, expected):
+        np.testing.assert_allclose(got.reshape(want.shape), want, **CLOSE)
+    for _ in range(3):
+        again = xform.rigid_registration(*gpu, scale=scale)
+        for a, b in zip(again, first):
+            np.testing.assert_array_equal(a.numpy(), b)
+
+
+@torch_cuda
+def test_torch_cuda_registration_and_euler(rng):
+    arrays = registration_problem(rng, batch=2, n=300)
+    tensors = cuda_tensors(list(arrays), requires_grad=True)
+    out = xt.rigid_registration(*tensors, scale=True)
+    for got, want in zip(out, xform.rigid_registration(*arrays, scale=True)):
+        np.testing.assert_allclose(got.detach().cpu().numpy(), want, **CLOSE)
+    small = cuda_tensors([a[:, :6] for a in arrays], requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda p, y, w: xt.rigid_registration(p, y, w, scale=True), small, check_forward_ad=True
+    )
+    (angles,) = cuda_tensors([rng.uniform(-1, 1, size=(5, 3))], requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda a: xt.euler_to_quaternion(a, "ZYX"), [angles], check_forward_ad=True
+    )
+    generator = torch.Generator(device="cuda").manual_seed(5)
+    q = xt.random_quaternion((1000,), generator, dtype=torch.float64)
+    assert q.device.type == "cuda"
+    torch.testing.assert_close(q.norm(dim=-1), torch.ones(1000, dtype=q.dtype, device=q.device))
+
+
+def test_jax_gpu_registration_jit_grad_vmap(jax_gpu, rng):
+    import xform.backends.jax as xj
+
+    jax, gpu = jax_gpu
+    arrays = registration_problem(rng, batch=4, n=500)
+    inputs = [jax.device_put(a, gpu) for a in arrays]
+    fn = jax.jit(lambda p, y, w: xj.rigid_registration(p, y, w, scale=True))
+    for got, want in zip(fn(*inputs), xform.rigid_registration(*arrays, scale=True)):
+        assert got.devices() == {gpu}
+        np.testing.assert_allclose(np.asarray(got), want, **CLOSE)
+
+    def loss(p, y, w):
+        return sum((r**2).sum() for r in xj.rigid_registration(p, y, w, scale=True))
+
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(*inputs)
+    with jax.default_device(jax.devices("cpu")[0]):
+        expected = jax.grad(loss, argnums=(0, 1, 2))(*arrays)
+    for got, want in zip(grads, expected):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), **CLOSE)
+    batched = jax.jit(jax.vmap(loss))(*inputs)
+    assert batched.shape == (4,) and np.isfinite(np.asarray(batched)).all()

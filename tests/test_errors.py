@@ -29,7 +29,8 @@ def bad_shapes(name):
     for k, operand in enumerate(op.operands):
         wrong_element = (*good[k][:-1], good[k][-1] + 1)
         cases.append((k, wrong_element, "element"))
-        cases.append((k, operand.element[1:] or (), "too few dims"))
+        if operand.element:  # a scalar operand's shape () is a single element
+            cases.append((k, operand.element[1:] or (), "too few dims"))
         if operand.single:
             cases.append((k, (5, *operand.element), "batched single pose"))
             cases.append((k, (1, 1, *operand.element), "batched single pose"))

@@ -24,7 +24,8 @@ POINT_AND_POSE_OPS = [
 
 
 def tensors(arrays, requires_grad=False):
-    return [torch.from_numpy(np.ascontiguousarray(a)).requires_grad_(requires_grad) for a in arrays]
+    # np.array, not np.ascontiguousarray, which makes a 0-d array 1-d
+    return [torch.from_numpy(np.array(a)).requires_grad_(requires_grad) for a in arrays]
 
 
 def sample_cases(name, every=3):

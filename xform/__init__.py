@@ -14,6 +14,7 @@ from ._api import FUNCTIONS as _FUNCTIONS
 from ._api import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
 from ._op import Op, Operand, Result, define_op
+from ._random import random_quaternion
 from .ops import OPS
 
 __version__ = "0.1.0"
@@ -44,6 +45,7 @@ __all__ = [
     "Operand",
     "Result",
     "define_op",
+    "random_quaternion",
     "jvp",
     "vjp",
     "to_numpy",

@@ -16,8 +16,8 @@ import numpy as np
 import warp as wp
 
 from . import _interop, _launch
-from ._op import Op
-from .ops import OPS
+from ._op import Op, OpFamily
+from .ops import FAMILY_FUNCTIONS, OPS
 
 
 def _numpy_allocator(fill):
@@ -185,4 +185,20 @@ def _make_function(op: Op):
     return function
 
 
+def family_function(family: OpFamily, call):
+    """The function of an op family, whose ops run through `call(op, *arrays)`."""
+
+    def function(*args, **kwargs):
+        return family.run(call, *args, **kwargs)
+
+    function.__name__ = function.__qualname__ = family.name
+    function.__signature__ = family.signature
+    function.__doc__ = family.doc
+    return function
+
+
 FUNCTIONS = {name: _make_function(op) for name, op in OPS.items()}
+FUNCTIONS |= {
+    name: family_function(family, lambda op, *arrays: op(*arrays))
+    for name, family in FAMILY_FUNCTIONS.items()
+}

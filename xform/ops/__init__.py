@@ -2,7 +2,7 @@
 functions and the `define_op` calls that make them ops. The element functions are
 `@wp.func`s that user ops can call too."""
 
-from . import quaternion, se3, so3
+from . import conversions, euler, interpolation, quaternion, registration, se3, so3
 from .conversions import CUDA_MATRIX_TO_QUATERNION, MATRIX_TO_QUATERNION, QUATERNION_TO_MATRIX
 from .transforms import (
     BATCH_TRANSFORM_POINTS,
@@ -66,7 +66,20 @@ FAMILIES = {
         so3.QUATERNION_GEODESIC_DISTANCE,
         so3.MATRIX_GEODESIC_DISTANCE,
     ),
+    "Conversions and utilities": (
+        conversions.ROTATION_6D_TO_MATRIX,
+        conversions.MATRIX_TO_ROTATION_6D,
+        conversions.MATRIX_TO_POSE,
+        conversions.QUATERNION_RATE_TO_AXIS_ANGLE_RATE,
+        interpolation.QUATERNION_SLERP,
+        interpolation.POSE_INTERPOLATE,
+        registration.SPECIAL_PROCRUSTES,
+    ),
 }
 
 # Every built-in op by name.
 OPS = {op.name: op for ops in FAMILIES.values() for op in ops}
+
+# Functions over ops: choosing among them by static arguments (a convention string, a
+# flag), or chaining them.
+FAMILY_FUNCTIONS = {**euler.FAMILIES, "rigid_registration": registration.RIGID_REGISTRATION}

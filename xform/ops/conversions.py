@@ -5,7 +5,14 @@ from typing import Any
 import warp as wp
 
 from .._op import define_op
-from .quaternion import quat_matrix_vjp, quat_to_matrix, quat_to_matrix_tangent
+from .quaternion import (
+    quat_conjugate,
+    quat_matrix_vjp,
+    quat_multiply,
+    quat_to_matrix,
+    quat_to_matrix_tangent,
+    vector_part,
+)
 
 
 @wp.func
@@ -168,4 +175,74 @@ CUDA_MATRIX_TO_QUATERNION = define_op(
     results={"out_quaternion": (4,)},
     differentiable=(),
     doc="As matrix_to_quaternion; not differentiable.",
+)
+
+
+@wp.func
+def rows_to_matrix(a: Any, b: Any, c: Any):
+    return wp.matrix(a[0], a[1], a[2], b[0], b[1], b[2], c[0], c[1], c[2], shape=(3, 3))
+
+
+@wp.func
+def rotation_6d_to_matrix(d6: Any):
+    """Gram-Schmidt of the two 3-vectors: they become the first two rows."""
+    a = wp.vector(d6[0], d6[1], d6[2])
+    b = wp.vector(d6[3], d6[4], d6[5])
+    first = a / wp.length(a)
+    b = b - wp.dot(first, b) * first
+    second = b / wp.length(b)
+    return rows_to_matrix(first, second, wp.cross(first, second))
+
+
+@wp.func
+def matrix_to_rotation_6d(m: Any):
+    return wp.vector(m[0, 0], m[0, 1], m[0, 2], m[1, 0], m[1, 1], m[1, 2])
+
+
+@wp.func
+def matrix_to_pose(m: Any):
+    rotation = wp.matrix(
+        m[0, 0], m[0, 1], m[0, 2], m[1, 0], m[1, 1], m[1, 2], m[2, 0], m[2, 1], m[2, 2],
+        shape=(3, 3),
+    )  # fmt: skip
+    return wp.vector(m[0, 3], m[1, 3], m[2, 3]), matrix_to_quat(rotation)
+
+
+@wp.func
+def rate_to_angular_velocity(q: Any, dq: Any):
+    """2 vec(q* dq): for a unit q moving at dq, the angular velocity in q's own frame."""
+    return type(q[0])(2.0) * vector_part(quat_multiply(quat_conjugate(q), dq))
+
+
+ROTATION_6D_TO_MATRIX = define_op(
+    "rotation_6d_to_matrix",
+    rotation_6d_to_matrix,
+    operands={"d6": (6,)},
+    results={"out_matrix": (3, 3)},
+    doc="Zhou et al.'s 6D representation: Gram-Schmidt of a = d6[:3] and b = d6[3:], which "
+    "become the first two rows (pytorch3d's convention); the third row is their cross "
+    "product.",
+)
+MATRIX_TO_ROTATION_6D = define_op(
+    "matrix_to_rotation_6d",
+    matrix_to_rotation_6d,
+    operands={"matrix": (3, 3)},
+    results={"out_d6": (6,)},
+    doc="The first two rows of the matrix (pytorch3d's convention).",
+)
+MATRIX_TO_POSE = define_op(
+    "matrix_to_pose",
+    matrix_to_pose,
+    operands={"matrix": (4, 4)},
+    results={"out_position": (3,), "out_quaternion": (4,)},
+    doc="(the top-right column, Shepperd's quaternion of the top-left block, w >= 0): the "
+    "inverse of pose_to_matrix for rigid input.",
+)
+QUATERNION_RATE_TO_AXIS_ANGLE_RATE = define_op(
+    "quaternion_rate_to_axis_angle_rate",
+    rate_to_angular_velocity,
+    operands={"quaternion": (4,), "quaternion_rate": (4,)},
+    results={"out_axis_angle_rate": (3,)},
+    doc="cuRobo's 2 vec(q* dq): for a unit quaternion q moving at dq, the angular velocity "
+    "in q's frame.",
 )

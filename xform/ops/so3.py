@@ -258,12 +258,19 @@ def half_angle(x: Any):
 
 
 @wp.func
+def quat_exp(omega: Any):
+    """(cos(theta / 2), sin(theta / 2) / theta omega), of either sign: smooth in omega
+    everywhere (so3_exp is this with w >= 0)."""
+    c, s, slope = half_angle(wp.dot(omega, omega))
+    return wp.vector(c, s * omega[0], s * omega[1], s * omega[2])
+
+
+@wp.func
 def so3_exp(omega: Any):
     """The unit quaternion of the rotation by |omega| about omega, with w >= 0:
     (cos(theta / 2), sin(theta / 2) / theta omega)."""
-    c, s, slope = half_angle(wp.dot(omega, omega))
-    q = wp.vector(c, s * omega[0], s * omega[1], s * omega[2])
-    if c < type(c)(0.0):
+    q = quat_exp(omega)
+    if q[0] < type(q[0])(0.0):
         q = -q
     return q
 

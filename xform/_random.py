@@ -1,0 +1,50 @@
+"""Uniform random rotations, drawn with each framework's own randomness.
+
+A 4-vector of independent standard normals, normalised, is uniform on the unit sphere
+S^3, and the unit quaternions' Haar measure is that uniform measure (Shoemake's
+subgroup algorithm gives the same law). `xform.backends.torch` and `xform.backends.jax`
+draw the normals with a torch `Generator` and a JAX key; the normalising is the
+`quaternion_normalize` op in each.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .ops import OPS
+
+
+def sample_shape(function: str, shape) -> tuple[int, ...]:
+    """`shape` (an int or a sequence of ints) as a tuple, or a clear error."""
+    try:
+        dims = (operator.index(shape),) if not hasattr(shape, "__iter__") else tuple(
+            operator.index(n) for n in shape
+        )  # fmt: skip
+    except TypeError:
+        raise TypeError(
+            f"xform.{function}: 'shape' must be an int or a sequence of ints, got {shape!r}"
+        ) from None
+    if any(n < 0 for n in dims):
+        raise ValueError(f"xform.{function}: 'shape' {dims} has a negative dimension")
+    return dims
+
+
+def random_quaternion(shape, seed=None, dtype=np.float64) -> np.ndarray:
+    """Unit quaternions [w, x, y, z], uniform over rotations (Haar), as a NumPy array.
+
+    Arguments:
+        shape: int or sequence of ints; the result has shape `shape + (4,)`.
+        seed: None, an int, a `numpy.random.SeedSequence` or a `numpy.random.Generator`
+            (as `numpy.random.default_rng` takes): the same int gives the same samples;
+            a Generator is advanced.
+        dtype: float32 or float64.
+    Both signs of w occur (q and -q are one rotation); `quaternion_standardize` picks
+    w >= 0.
+    """
+    dims = sample_shape("random_quaternion", shape)
+    if np.dtype(dtype) not in (np.float32, np.float64):
+        raise TypeError(f"xform.random_quaternion: dtype {dtype} must be float32 or float64")
+    normals = np.random.default_rng(seed).standard_normal((*dims, 4), dtype=np.dtype(dtype))
+    return OPS["quaternion_normalize"](normals)
