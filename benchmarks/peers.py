@@ -91,6 +91,13 @@ def _roma_peers():
         "so3_exp": lambda w: roma.rotvec_to_unitquat(w),
         "so3_log": lambda q: roma.unitquat_to_rotvec(_xyzw(q)),
         "quaternion_multiply": lambda a, b: roma.quat_product(_xyzw(a), _xyzw(b)),
+        "euler_to_quaternion": lambda a: roma.euler_to_unitquat("XYZ", a),
+        # roma orthonormalises columns: the transposes give pytorch3d's rows
+        "rotation_6d_to_matrix": lambda d6: (
+            roma.special_gramschmidt(d6.unflatten(-1, (2, 3)).mT).mT
+        ),
+        "special_procrustes": roma.special_procrustes,
+        "rigid_registration": roma.rigid_points_registration,
     }
 
 
@@ -108,6 +115,47 @@ def _pypose_peers():
     }
 
 
+# Formulas over `xp`, torch or jax.numpy (the calls they share).
+
+
+def euler_xyz_quaternion(xp, angles):
+    """Intrinsic XYZ: q_x(a) q_y(b) q_z(c), multiplied out."""
+    c, s = xp.cos(angles / 2), xp.sin(angles / 2)
+    cx, cy, cz, sx, sy, sz = c[..., 0], c[..., 1], c[..., 2], s[..., 0], s[..., 1], s[..., 2]
+    return xp.stack(
+        [
+            cx * cy * cz - sx * sy * sz,
+            sx * cy * cz + cx * sy * sz,
+            cx * sy * cz - sx * cy * sz,
+            cx * cy * sz + sx * sy * cz,
+        ],
+        -1,
+    )
+
+
+def rows_gram_schmidt(xp, d6):
+    """pytorch3d's rotation_6d_to_matrix."""
+    a, b = d6[..., :3], d6[..., 3:]
+    first = a / (a * a).sum(-1)[..., None] ** 0.5
+    b = b - (first * b).sum(-1)[..., None] * first
+    second = b / (b * b).sum(-1)[..., None] ** 0.5
+    return xp.stack([first, second, xp.linalg.cross(first, second)], -2)
+
+
+def svd_procrustes(xp, m):
+    u, _, vt = xp.linalg.svd(m)
+    sign = xp.linalg.det(u @ vt)[..., None, None]
+    return xp.concatenate([u[..., :2], u[..., 2:] * sign], -1) @ vt
+
+
+def svd_kabsch(xp, points, targets):
+    """Centroids, the cross-covariance, its nearest rotation: (t, R)."""
+    p_mean, y_mean = points.mean(-2), targets.mean(-2)
+    cov = xp.swapaxes(targets - y_mean[..., None, :], -1, -2) @ (points - p_mean[..., None, :])
+    r = svd_procrustes(xp, cov)
+    return y_mean - (r @ p_mean[..., None])[..., 0], r
+
+
 FORMULAS = {
     "transform_points": lambda t, q, p: p @ torch_matrix(q).T + t,
     "batch_transform_points": lambda t, q, p: (
@@ -120,6 +168,10 @@ FORMULAS = {
     "quaternion_to_matrix": torch_matrix,
     "matrix_to_quaternion": torch_matrix_to_quaternion,
     "quaternion_multiply": torch_quat_multiply,
+    "euler_to_quaternion": lambda a: euler_xyz_quaternion(torch, a),
+    "rotation_6d_to_matrix": lambda d6: rows_gram_schmidt(torch, d6),
+    "special_procrustes": lambda m: svd_procrustes(torch, m),
+    "rigid_registration": lambda p, y: svd_kabsch(torch, p, y),
 }
 
 TORCH: dict[str, dict] = {}
@@ -242,6 +294,10 @@ JAX = {
     "matrix_to_quaternion": {"shepperd": jnp_matrix_to_quaternion},
     "quaternion_multiply": {"formula": jnp_quat_multiply},
     "so3_left_jacobian": {"formula": jnp_left_jacobian},
+    "euler_to_quaternion": {"formula": lambda a: euler_xyz_quaternion(jnp, a)},
+    "rotation_6d_to_matrix": {"formula": lambda d6: rows_gram_schmidt(jnp, d6)},
+    "special_procrustes": {"svd": lambda m: svd_procrustes(jnp, m)},
+    "rigid_registration": {"svd": lambda p, y: svd_kabsch(jnp, p, y)},
 }
 for _op, _fn in _jaxlie_peers().items():
     JAX.setdefault(_op, {})["jaxlie"] = _fn

@@ -44,6 +44,7 @@ import xform.backends.torch as xt
 import xform
 from benchmarks.peers import JAX, TORCH
 from xform import _launch
+from xform.ops import FAMILY_FUNCTIONS
 
 OPS = [
     "transform_points",
@@ -57,7 +58,13 @@ OPS = [
     "se3_log",
     "quaternion_multiply",
     "so3_left_jacobian",
+    "euler_to_quaternion",
+    "rotation_6d_to_matrix",
+    "special_procrustes",
+    "rigid_registration",
 ]
+# Static arguments of the functions over ops that take them.
+STATIC = {"euler_to_quaternion": ("XYZ",)}
 SIZES = [16, 256, 4096, 65536, 1048576]
 MODES = ["forward", "forward+backward"]
 DTYPE = np.float32
@@ -98,6 +105,17 @@ def inputs(op: str, size: int, rng: np.random.Generator) -> list[np.ndarray]:
         ]
     elif op == "se3_log":
         arrays = [rng.normal(size=(size, 3)), unit_quaternions(size)]
+    elif op == "euler_to_quaternion":
+        arrays = [rng.uniform(-np.pi, np.pi, size=(size, 3))]
+    elif op == "rotation_6d_to_matrix":
+        arrays = [rng.normal(size=(size, 6))]
+    elif op == "special_procrustes":
+        matrices = xform.quaternion_to_matrix(unit_quaternions(size))
+        arrays = [matrices + 0.1 * rng.normal(size=(size, 3, 3))]
+    elif op == "rigid_registration":  # point sets of 256 points (one set below that)
+        sets = max(1, size // 256)
+        points = rng.normal(size=(sets, size // sets, 3))
+        arrays = [points, xform.transform_points(rng.normal(size=3), unit_quaternions(), points)]
     else:  # quaternion_multiply
         arrays = [unit_quaternions(size), unit_quaternions(size)]
     return [np.ascontiguousarray(a, dtype=DTYPE) for a in arrays]
@@ -105,6 +123,27 @@ def inputs(op: str, size: int, rng: np.random.Generator) -> list[np.ndarray]:
 
 def as_tuple(x):
     return x if isinstance(x, (tuple, list)) else (x,)
+
+
+def function(module, op):
+    """`module`'s function of `op`, its static arguments bound."""
+    fn = getattr(module, op)
+    static = STATIC.get(op, ())
+    return (lambda *arrays: fn(*arrays, *static)) if static else fn
+
+
+def single_op(op: str, arrays) -> xform.Op | None:
+    """The one op that `op` runs on these arrays, or None where it chains several."""
+    if op in xform.OPS:
+        return xform.OPS[op]
+    chosen = []
+
+    def call(spec, *_):
+        chosen.append(spec)
+        return (None,) * len(spec.results)
+
+    FAMILY_FUNCTIONS[op].run(call, *arrays, *STATIC.get(op, ()))
+    return chosen[0] if len(chosen) == 1 else None
 
 
 # --- implementations: each returns a function that runs one iteration, synchronised -------
@@ -147,7 +186,8 @@ def jax_runner(fn, arrays, backward, device):
 
 def core_runner(op, arrays, backward, device):
     """xform's top-level API on NumPy arrays (CPU) or Warp arrays (CUDA)."""
-    fn = getattr(xform, op)
+    fn = function(xform, op)
+    spec = single_op(op, arrays)
     if device != "cpu":
         arrays = [wp.array(a, dtype=wp.float32, device=device) for a in arrays]
     sync = (lambda: wp.synchronize_device(device)) if device != "cpu" else lambda: None
@@ -157,13 +197,13 @@ def core_runner(op, arrays, backward, device):
         np.ones(r.shape, DTYPE) if device == "cpu" else wp.ones_like(r)
         for r in as_tuple(fn(*arrays))
     )
-    return lambda: (fn(*arrays), xform.vjp(op, arrays, cotangents), sync())
+    return lambda: (fn(*arrays), xform.vjp(spec, arrays, cotangents), sync())
 
 
 def warp_runner(op, arrays, backward, device):
     """xform's own kernel as one recorded Warp launch on fixed buffers, replayed: Warp's
     floor, without xform's per-call work (checks, planning, allocation, threads)."""
-    spec = xform.OPS[op]
+    spec = single_op(op, arrays)
     arrays = [wp.array(a, dtype=wp.float32, device=device) for a in arrays]
     operands = _launch.prepare(spec, arrays)
 
@@ -205,13 +245,13 @@ def traffic_bytes(op, arrays, backward) -> int:
     """The least memory traffic of one iteration: inputs read and results written; with
     the backward pass, inputs and cotangents read again and gradients written."""
     read = sum(a.nbytes for a in arrays)
-    written = sum(r.nbytes for r in as_tuple(getattr(xform, op)(*arrays)))
+    written = sum(r.nbytes for r in as_tuple(function(xform, op)(*arrays)))
     return 3 * read + 2 * written if backward else read + written
 
 
 def copy_runner(op, arrays, backward, device):
     """A copy of as many bytes as the op reads or writes, whichever is more."""
-    out_bytes = sum(r.nbytes for r in as_tuple(getattr(xform, op)(*arrays)))
+    out_bytes = sum(r.nbytes for r in as_tuple(function(xform, op)(*arrays)))
     count = max(sum(a.nbytes for a in arrays), out_bytes) // 4
     source = torch.ones(count, device=device)
     target = torch.empty(count, device=device)
@@ -222,12 +262,16 @@ def copy_runner(op, arrays, backward, device):
 def implementations(op, arrays, backward, compiled, device):
     core = "xform numpy" if device == "cpu" else "xform warp"
     runners = {
-        "xform torch": lambda: torch_runner(getattr(xt, op), arrays, backward, device),
-        "xform jax.jit": lambda: jax_runner(getattr(xj, op), arrays, backward, device),
+        "xform torch": lambda: torch_runner(function(xt, op), arrays, backward, device),
+        "xform jax.jit": lambda: jax_runner(function(xj, op), arrays, backward, device),
         core: lambda: core_runner(op, arrays, backward, device),
         "warp floor": lambda: warp_runner(op, arrays, backward, device),
         "copy floor": lambda: copy_runner(op, arrays, backward, device),
     }
+    if single_op(op, arrays) is None:  # a chain of ops: no one kernel, no NumPy VJP
+        del runners["warp floor"]
+        if backward:
+            del runners[core]
     for peer, fn in TORCH.get(op, {}).items():
         runners[peer] = lambda fn=fn: torch_runner(fn, arrays, backward, device)
     if compiled is not None and op in compiled:
@@ -312,7 +356,7 @@ def ratio_rows(records):
                 "xform jax.jit": times["xform jax.jit"],
                 "best jax peer": best_jax[1],
                 "jax ratio": times["xform jax.jit"] / best_jax[0],
-                "warp floor": times["warp floor"],
+                "warp floor": times.get("warp floor", math.nan),
                 "copy floor": times["copy floor"],
                 "torch / copy": times["xform torch"] / times["copy floor"],
                 "torch GB/s": traffic[op, mode, size] / times["xform torch"] / 1e9,
