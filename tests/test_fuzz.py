@@ -61,8 +61,10 @@ def applicable(op, k, spoil, front, lead):
         return front == "torch" and (spoil == "meta" or len(op.operands) > 1)
     if spoil == "alias":
         return front == "torch" and bool(op.result_buffers)
-    if spoil == "rank":
+    if spoil in ("element", "rank"):  # a scalar has no element shape to spoil
         return len(operand.element) > 0
+    if spoil == "type":  # a 0-d scalar's tolist() is a Python number, which is accepted
+        return len(operand.element) > 0 or leadings(op, lead)[k] != ()
     if spoil == "mixed":
         return len(op.operands) > 1
     return True
@@ -72,7 +74,7 @@ def spoiled(op, args, k, spoil, rng):
     args = list(args)
     a = args[k]
     if spoil == "element":
-        args[k] = np.zeros((*a.shape[:-1], a.shape[-1] + 1)) if a.ndim else np.zeros(2)
+        args[k] = np.zeros((*a.shape[:-1], a.shape[-1] + 1))
     elif spoil == "rank":
         args[k] = np.zeros(op.operands[k].element[1:])
     elif spoil == "broadcast":
