@@ -42,6 +42,8 @@ from xform._op import Op
 from xform._random import sample_shape
 from xform.ops import FAMILY_FUNCTIONS, OPS
 
+from . import jax_native
+
 try:  # the XLA FFI call frame as ctypes structures: Warp's, which are not public API
     from warp._src.jax import xla_ffi
 except ImportError:  # then Warp's own FFI path serves CPU calls too
@@ -221,6 +223,17 @@ def _run(op: Op, product: str, prefix: int, needed, inputs, out_shapes, cpu=Fals
     out_shapes = [*out_shapes, *_launch.scratch_shapes(op, product, operand_shapes, prefix)]
     if cpu:
         results = [jax.ShapeDtypeStruct(shape, dtype) for shape in out_shapes]
+        native = jax_native.library()
+        if native is not None:
+            shapes = tuple(tuple(x.shape) for x in inputs)
+            program = jax_native.program(
+                op, product, prefix, needed, shapes, tuple(map(tuple, out_shapes)), np.dtype(dtype)
+            )
+            if program is not None:
+                call = jax.ffi.ffi_call(jax_native.TARGET, results)
+                outputs = call(*inputs, program=np.int64(program.ctypes.data),
+                               token=np.int64(native.token))  # fmt: skip
+                return list(outputs)[:count]
         target = _cpu_target(op, product, prefix, needed)
         return list(jax.ffi.ffi_call(target, results)(*inputs))[:count]
     scalar = wp.dtype_from_numpy(np.dtype(dtype))

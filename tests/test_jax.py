@@ -229,16 +229,22 @@ def test_eager_calls_compile_once_per_shape(rng, monkeypatch):
 
 
 def test_a_failure_inside_the_ffi_call_raises_instead_of_crashing(rng, monkeypatch):
-    """xform's CPU FFI target turns an exception in the launch into an XLA error."""
+    """xform's Python CPU FFI target (the native handler's fallback) turns an exception
+    in the launch into an XLA error. (The native handler's: test_jax_native.py.)"""
+    from xform.backends import jax_native
+
     from xform import _launch
 
     def broken(*args, **kwargs):
         raise RuntimeError("launch failed")
 
+    jax.clear_caches()
+    monkeypatch.setitem(jax_native._state, "library", None)
     monkeypatch.setattr(_launch, "forward", broken)
     t, q, p = map(jnp.asarray, random_args("transform_points", [(), (), (13,)], rng))
     with pytest.raises(Exception, match="xform_cpu_transform_points_forward.*launch failed"):
         jax.block_until_ready(jax.jit(xj.transform_points)(t, q, p))
+    jax.clear_caches()
 
 
 def test_cuda_matrix_to_quaternion_stops_gradients(rng):

@@ -17,6 +17,7 @@ chunks read, and sums the partials afterwards.
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import dataclasses
 import functools
@@ -340,6 +341,25 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+@contextlib.contextmanager
+def recording(recorder):
+    """Record this thread's launches, zero-fills and partial sums into `recorder` (see
+    `_program.py`) instead of running them: for native executors."""
+    _local.recorder = recorder
+    try:
+        yield recorder
+    finally:
+        _local.recorder = None
+
+
+def _execute(launch: wp.Launch, stream) -> None:
+    recorder = getattr(_local, "recorder", None)
+    if recorder is None:
+        launch.launch(stream)
+    else:
+        recorder.launch(launch)
+
+
 def _vec4(values, fill: int) -> wp.vec4i:
     return wp.vec4i(*(list(values) + [fill] * (_indexing.MAX_GRID_DIMS - len(values))))
 
@@ -465,9 +485,14 @@ def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> 
             launch.set_param_at_index_from_ctype(
                 index, _array_param(ptr, element, operands.scalar, offset, total)
             )
-        launch.launch(stream)
+        _execute(launch, stream)
 
-    if len(tiles) > 1 and parts > 1:
+    recorder = getattr(_local, "recorder", None)
+    if recorder is not None:  # the tiles as one step whose launches may run concurrently
+        with recorder.group(parallel=len(tiles) > 1 and parts > 1):
+            for k in range(len(tiles)):
+                launch_tile(k)
+    elif len(tiles) > 1 and parts > 1:
         # The calling thread takes the first tile: one hand-off fewer.
         pending = [_thread_pool().submit(launch_tile, k) for k in range(1, len(tiles))]
         raised = None
@@ -508,7 +533,7 @@ def _sum_partials(operands: Operands, kind: str, partials, results, stream=None)
         launch.set_param_at_index_from_ctype(
             1 + j, _array_param(ptr, op.results[j % r].element, operands.scalar, 0, total)
         )
-    launch.launch(stream)
+    _execute(launch, stream)
 
 
 def _wait_for_all(futures, raised: BaseException | None = None) -> None:
@@ -672,12 +697,24 @@ class _PartialSums:
         self.dtype = np.dtype(wp.dtype_to_numpy(scalar))
         self.count = math.prod(grad.shape)
         stride = -(-(self.count * self.dtype.itemsize + self.LINE) // self.LINE) * self.LINE
-        self.parts = np.zeros((tiles, stride // self.dtype.itemsize), self.dtype)
+        self.stride, self.tiles = stride, tiles
+        self.recorder = getattr(_local, "recorder", None)
+        if self.recorder is not None:
+            self.base = self.recorder.allocate_scratch(tiles * stride)
+        else:
+            self.parts = np.zeros((tiles, stride // self.dtype.itemsize), self.dtype)
+            self.base = self.parts.ctypes.data
 
     def pointer(self, tile: int) -> int:
-        return self.parts[tile].ctypes.data
+        return self.base + tile * self.stride
 
     def add_into_total(self) -> None:
+        if self.recorder is not None:
+            self.recorder.sum_parts(
+                self.grad.ptr, self.base, self.tiles, self.stride // self.dtype.itemsize,
+                self.count, self.dtype.itemsize,
+            )  # fmt: skip
+            return
         buffer = (ctypes.c_byte * (self.count * self.dtype.itemsize)).from_address(self.grad.ptr)
         total = np.frombuffer(buffer, self.dtype, self.count)
         self.parts[:, : self.count].sum(0, out=total)

@@ -1,0 +1,308 @@
+// xform's native XLA FFI handler for CPU: it runs a *program* (xform/_program.py) of Warp
+// kernel launches on XLA's buffers, with no Python per call.
+//
+// A program is an array of int64 words made once per launch plan, at trace time, by
+// recording what the core's Python path would launch. Per call the handler checks XLA's
+// buffers against the program, patches their addresses into the recorded argument
+// structs, and calls each kernel's compiled CPU entry point. Launches that the Python path
+// would split over threads are spread over XLA's own CPU thread pool.
+//
+// Compiled at first use by Warp's bundled clang (no system compiler), freestanding: no C
+// or C++ runtime beyond malloc, free, memset and memcpy, no exceptions, no threads of
+// its own. Every failure is an XLA error, never a crash.
+
+#include "xla/ffi/api/c_api.h"
+
+extern "C" {
+void* malloc(size_t size);
+void* calloc(size_t count, size_t size);
+void free(void* pointer);
+void* memset(void* destination, int value, size_t size);
+void* memcpy(void* destination, const void* source, size_t size);
+}
+
+namespace {
+
+// Keep in step with xform/_program.py.
+const int64_t MAGIC = 0x786630726d0001;  // "xf0rm", format 1
+enum Step : int64_t { ZERO = 1, LAUNCHES = 2, SUM = 3, FAIL = 4 };
+enum Header : int64_t { H_MAGIC, H_INPUTS, H_OUTPUTS, H_SCRATCH, H_STEPS, H_WORDS, HEADER_WORDS };
+const int64_t MAX_BUFFERS = 256;
+const int64_t MAX_ARG_WORDS = 1024;   // 8 KiB of kernel arguments
+const int64_t MAX_BOUND_WORDS = 8;
+const int64_t SCRATCH_ALIGN = 64;
+
+int64_t process_token = 0;  // set once at load; a program from another process never matches
+
+typedef void (*Entry)(void* bounds, void* args);
+
+// One launch: [entry, patch count, bounds words..., argument words..., (offset, buffer,
+// byte delta) per patch]. Every launch of a step has the same bound and argument sizes.
+void run_launch(const int64_t* launch, int64_t bound_words, int64_t arg_words, char* const* bases) {
+  alignas(64) int64_t bounds[MAX_BOUND_WORDS];
+  alignas(64) int64_t args[MAX_ARG_WORDS];
+  Entry entry = reinterpret_cast<Entry>(launch[0]);
+  int64_t patches = launch[1];
+  memcpy(bounds, launch + 2, bound_words * 8);
+  memcpy(args, launch + 2 + bound_words, arg_words * 8);
+  const int64_t* patch = launch + 2 + bound_words + arg_words;
+  for (int64_t k = 0; k < patches; ++k, patch += 3) {
+    char* address = bases[patch[1]] + patch[2];
+    memcpy(reinterpret_cast<char*>(args) + patch[0], &address, sizeof(address));
+  }
+  entry(bounds, args);
+}
+
+// The launches of one step, claimed one at a time by the calling thread and by tasks on
+// XLA's pool. It lives on the heap: a task may start after the call has returned (it then
+// finds nothing to claim), and the last of caller and tasks to let go of it frees it.
+struct Shared {
+  const int64_t* program;
+  const int64_t* offsets;  // each launch's first word
+  int64_t count, bound_words, arg_words;
+  char* bases[MAX_BUFFERS];
+  int64_t next, done, references;
+};
+
+void claim_launches(Shared* shared) {
+  for (;;) {
+    int64_t k = __atomic_fetch_add(&shared->next, 1, __ATOMIC_ACQ_REL);
+    if (k >= shared->count) return;
+    run_launch(shared->program + shared->offsets[k], shared->bound_words, shared->arg_words,
+               shared->bases);
+    __atomic_fetch_add(&shared->done, 1, __ATOMIC_RELEASE);
+  }
+}
+
+void release(Shared* shared) {
+  if (__atomic_sub_fetch(&shared->references, 1, __ATOMIC_ACQ_REL) == 0) free(shared);
+}
+
+void task(void* data) {
+  Shared* shared = static_cast<Shared*>(data);
+  claim_launches(shared);
+  release(shared);
+}
+
+bool has_thread_pool(const XLA_FFI_Api* api) {
+  // Older jaxlibs pass a shorter table.
+  return api != nullptr &&
+         api->struct_size >= offsetof(XLA_FFI_Api, XLA_FFI_ThreadPool_NumThreads) + sizeof(void*) &&
+         api->XLA_FFI_ThreadPool_Schedule != nullptr &&
+         api->XLA_FFI_ThreadPool_NumThreads != nullptr;
+}
+
+int64_t pool_threads(const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* context) {
+  int64_t threads = 0;
+  XLA_FFI_ThreadPool_NumThreads_Args args;
+  memset(&args, 0, sizeof(args));
+  args.struct_size = XLA_FFI_ThreadPool_NumThreads_Args_STRUCT_SIZE;
+  args.ctx = context;
+  args.num_threads = &threads;
+  XLA_FFI_Error* error = api->XLA_FFI_ThreadPool_NumThreads(&args);
+  if (error != nullptr) {
+    XLA_FFI_Error_Destroy_Args destroy;
+    memset(&destroy, 0, sizeof(destroy));
+    destroy.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
+    destroy.error = error;
+    api->XLA_FFI_Error_Destroy(&destroy);
+    return 0;
+  }
+  return threads;
+}
+
+// Runs one LAUNCHES step; returns a message on failure, or nullptr.
+const char* run_launches(const int64_t* program, const int64_t* step, char* const* bases,
+                         int64_t buffers, const XLA_FFI_Api* api,
+                         XLA_FFI_ExecutionContext* context) {
+  int64_t count = step[2], parallel = step[3], bound_words = step[4], arg_words = step[5];
+  const int64_t* offsets = step + 6;
+  if (bound_words > MAX_BOUND_WORDS || arg_words > MAX_ARG_WORDS)
+    return "xform native: a launch's arguments exceed the handler's limits";
+  int64_t helpers = 0;
+  if (parallel && count > 1 && context != nullptr && has_thread_pool(api)) {
+    helpers = pool_threads(api, context);
+    if (helpers > count - 1) helpers = count - 1;
+  }
+  if (helpers <= 0) {
+    for (int64_t k = 0; k < count; ++k)
+      run_launch(program + offsets[k], bound_words, arg_words, bases);
+    return nullptr;
+  }
+  Shared* shared = static_cast<Shared*>(malloc(sizeof(Shared)));
+  if (shared == nullptr) return "xform native: out of memory";
+  shared->program = program;
+  shared->offsets = offsets;
+  shared->count = count;
+  shared->bound_words = bound_words;
+  shared->arg_words = arg_words;
+  memcpy(shared->bases, bases, buffers * sizeof(char*));
+  shared->next = 0;
+  shared->done = 0;
+  shared->references = 1 + helpers;
+  for (int64_t k = 0; k < helpers; ++k) {
+    XLA_FFI_ThreadPool_Schedule_Args args;
+    memset(&args, 0, sizeof(args));
+    args.struct_size = XLA_FFI_ThreadPool_Schedule_Args_STRUCT_SIZE;
+    args.ctx = context;
+    args.task = task;
+    args.data = shared;
+    XLA_FFI_Error* error = api->XLA_FFI_ThreadPool_Schedule(&args);
+    if (error != nullptr) {  // no pool after all: this thread does the rest
+      XLA_FFI_Error_Destroy_Args destroy;
+      memset(&destroy, 0, sizeof(destroy));
+      destroy.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
+      destroy.error = error;
+      api->XLA_FFI_Error_Destroy(&destroy);
+      __atomic_sub_fetch(&shared->references, helpers - k, __ATOMIC_ACQ_REL);
+      break;
+    }
+  }
+  claim_launches(shared);
+  // Launches claimed by tasks are running: wait for them to finish writing.
+  while (__atomic_load_n(&shared->done, __ATOMIC_ACQUIRE) < count) {
+  }
+  release(shared);
+  return nullptr;
+}
+
+template <typename Scalar>
+void sum_parts(Scalar* total, const Scalar* parts, int64_t tiles, int64_t stride, int64_t count) {
+  // In the order NumPy's sum over the first axis adds them: bit for bit the same.
+  for (int64_t i = 0; i < count; ++i) {
+    Scalar sum = parts[i];
+    for (int64_t t = 1; t < tiles; ++t) sum += parts[t * stride + i];
+    total[i] = sum;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+void xform_native_set_token(int64_t token) { process_token = token; }
+
+// Runs `program` on `bases` (inputs, outputs, then the scratch buffers it allocates).
+// `api` and `context` may be null: then everything runs on the calling thread.
+const char* xform_native_run(const int64_t* program, char** bases, int64_t given,
+                             const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* context) {
+  if (program[H_MAGIC] != MAGIC) return "xform native: not a program of this format";
+  int64_t inputs = program[H_INPUTS], outputs = program[H_OUTPUTS];
+  int64_t scratch = program[H_SCRATCH], steps = program[H_STEPS];
+  int64_t buffers = inputs + outputs + scratch;
+  if (given != inputs + outputs) return "xform native: wrong number of buffers";
+  if (buffers > MAX_BUFFERS) return "xform native: too many buffers";
+  const int64_t* scratch_bytes = program + HEADER_WORDS + inputs + outputs;
+  int64_t total = 0;
+  for (int64_t k = 0; k < scratch; ++k)
+    total += (scratch_bytes[k] + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+  char* memory = nullptr;
+  if (total > 0) {
+    memory = static_cast<char*>(calloc(1, total));  // partial sums start at zero
+    if (memory == nullptr) return "xform native: out of memory for scratch";
+  }
+  char* all[MAX_BUFFERS];
+  memcpy(all, bases, given * sizeof(char*));
+  char* next = memory;
+  for (int64_t k = 0; k < scratch; ++k) {
+    all[given + k] = next;
+    next += (scratch_bytes[k] + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+  }
+  const char* failure = nullptr;
+  const int64_t* step = program + HEADER_WORDS + buffers;
+  for (int64_t s = 0; s < steps && failure == nullptr; ++s, step += step[1]) {
+    switch (step[0]) {
+      case ZERO:  // [ZERO, words, buffer, byte offset, bytes]
+        memset(all[step[2]] + step[3], 0, step[4]);
+        break;
+      case LAUNCHES:
+        failure = run_launches(program, step, all, buffers, api, context);
+        break;
+      case SUM:  // [SUM, words, total, parts, tiles, stride, count, 8 for float64]
+        if (step[7] == 8)
+          sum_parts(reinterpret_cast<double*>(all[step[2]]),
+                    reinterpret_cast<const double*>(all[step[3]]), step[4], step[5], step[6]);
+        else
+          sum_parts(reinterpret_cast<float*>(all[step[2]]),
+                    reinterpret_cast<const float*>(all[step[3]]), step[4], step[5], step[6]);
+        break;
+      case FAIL:
+        failure = "xform native: a program's FAIL step (the error path's test)";
+        break;
+      default:
+        failure = "xform native: unknown step";
+    }
+  }
+  free(memory);
+  return failure;
+}
+
+static XLA_FFI_Error* error(const XLA_FFI_Api* api, const char* message) {
+  XLA_FFI_Error_Create_Args args;
+  memset(&args, 0, sizeof(args));
+  args.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
+  args.message = message;
+  args.errc = XLA_FFI_Error_Code_INTERNAL;
+  return api->XLA_FFI_Error_Create(&args);
+}
+
+static bool attribute(const XLA_FFI_Attrs& attrs, const char* name, int64_t* value) {
+  for (int64_t k = 0; k < attrs.size; ++k) {
+    const XLA_FFI_ByteSpan* key = attrs.names[k];
+    size_t n = 0;
+    while (name[n] != 0) ++n;
+    if (key->len != n || attrs.types[k] != XLA_FFI_AttrType_SCALAR) continue;
+    bool same = true;
+    for (size_t i = 0; i < n; ++i) same = same && key->ptr[i] == name[i];
+    const XLA_FFI_Scalar* scalar = static_cast<const XLA_FFI_Scalar*>(attrs.attrs[k]);
+    if (same && scalar->dtype == XLA_FFI_DataType_S64) {
+      *value = *static_cast<const int64_t*>(scalar->value);
+      return true;
+    }
+  }
+  return false;
+}
+
+static int64_t buffer_bytes(const XLA_FFI_Buffer* buffer) {
+  int64_t size = buffer->dtype == XLA_FFI_DataType_F64 ? 8
+                 : buffer->dtype == XLA_FFI_DataType_F32 ? 4 : -1;
+  if (size < 0) return -1;
+  for (int64_t d = 0; d < buffer->rank; ++d) size *= buffer->dims[d];
+  return size;
+}
+
+// The XLA FFI handler: attributes `program` (its address) and `token` (this process's).
+XLA_FFI_Error* xform_native_execute(XLA_FFI_CallFrame* frame) {
+  const XLA_FFI_Extension_Base* extension = frame->extension_start;
+  if (extension != nullptr && extension->type == XLA_FFI_Extension_Metadata) {
+    XLA_FFI_Metadata* metadata =
+        reinterpret_cast<const XLA_FFI_Metadata_Extension*>(extension)->metadata;
+    metadata->api_version.major_version = XLA_FFI_API_MAJOR;
+    metadata->api_version.minor_version = XLA_FFI_API_MINOR;
+    return nullptr;
+  }
+  const XLA_FFI_Api* api = frame->api;
+  int64_t address = 0, token = 0;
+  if (!attribute(frame->attrs, "program", &address) || !attribute(frame->attrs, "token", &token))
+    return error(api, "xform native: the call has no program");
+  if (token != process_token || process_token == 0)
+    return error(api, "xform native: this program was made in another process (a persistent "
+                      "compilation cache?); set XFORM_JAX_CPU=callback");
+  const int64_t* program = reinterpret_cast<const int64_t*>(address);
+  int64_t inputs = program[H_INPUTS], outputs = program[H_OUTPUTS];
+  if (frame->args.size != inputs || frame->rets.size != outputs || inputs + outputs > MAX_BUFFERS)
+    return error(api, "xform native: the call's buffers do not match its program");
+  char* bases[MAX_BUFFERS];
+  const int64_t* expected = program + HEADER_WORDS;
+  for (int64_t k = 0; k < inputs + outputs; ++k) {
+    const XLA_FFI_Buffer* buffer = static_cast<const XLA_FFI_Buffer*>(
+        k < inputs ? frame->args.args[k] : frame->rets.rets[k - inputs]);
+    if (buffer_bytes(buffer) != expected[k])
+      return error(api, "xform native: a buffer's size does not match its program");
+    bases[k] = static_cast<char*>(buffer->data);
+  }
+  const char* failure = xform_native_run(program, bases, inputs + outputs, api, frame->ctx);
+  return failure == nullptr ? nullptr : error(api, failure);
+}
+
+}  // extern "C"

@@ -1,0 +1,304 @@
+"""JAX on CPU at jnp's cost: xform's native XLA FFI handler (`jax_native.cpp`).
+
+Under `jax.jit` on CPU each product of an op runs as one FFI call of the target
+`xform_native`, whose attribute `program` is the product's launches recorded once per
+launch plan at trace time (`xform/_program.py`). Per call the C handler patches XLA's
+buffers into the recorded Warp launches and calls the kernels' compiled entry points,
+spreading the Python path's thread tiles over XLA's CPU thread pool: no Python runs.
+
+The handler is compiled at first use by Warp's bundled clang (no system compiler) and
+cached under Warp's kernel cache, keyed by its source and the jaxlib and warp versions.
+It leans on Warp internals, so it is used only where it is known to work:
+
+- warp-lang's minor version is one tested here (`TESTED_WARP`);
+- a self-test at first use runs programs of several ops and products (forward, tangent,
+  VJP with split partial gradients, a sum over points) through the compiled executor
+  and compares them bit for bit with the Python path;
+- on any failure (no header, no compile, a mismatch) it warns once and the ops keep
+  the Python FFI callback.
+
+`XFORM_JAX_CPU=native` or `=callback` forces either path (`native` raises where the
+handler cannot be had). `XFORM_JAX_NATIVE_SELF_TEST=fail` makes the self-test fail, to
+test the fallback; `XFORM_NATIVE_CACHE` names another directory for the object file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import hashlib
+import math
+import os
+import secrets
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+import warp as wp
+
+from xform import _launch, _program
+
+TARGET = "xform_native"
+TESTED_WARP = ("1.19",)
+SOURCE = Path(__file__).with_name("jax_native.cpp")
+# Warp's clang ships no C headers: the two that XLA's c_api.h includes.
+_STANDIN_HEADERS = {
+    "stddef.h": "typedef unsigned long size_t;\ntypedef long ptrdiff_t;\n"
+    "#define offsetof(type, member) __builtin_offsetof(type, member)\n",
+    "stdint.h": "typedef signed char int8_t;\ntypedef unsigned char uint8_t;\n"
+    "typedef short int16_t;\ntypedef unsigned short uint16_t;\ntypedef int int32_t;\n"
+    "typedef unsigned int uint32_t;\ntypedef long int64_t;\ntypedef unsigned long uint64_t;\n"
+    "typedef unsigned long uintptr_t;\n",
+}
+
+
+class NativeUnavailable(RuntimeError):
+    """The native handler cannot be used here; the message says why."""
+
+
+def mode() -> str:
+    """'native', 'callback' or 'auto', from XFORM_JAX_CPU."""
+    value = os.environ.get("XFORM_JAX_CPU", "auto").strip().lower() or "auto"
+    if value not in ("native", "callback", "auto"):
+        raise ValueError(f"XFORM_JAX_CPU={value!r}: expected 'native', 'callback' or 'auto'")
+    return value
+
+
+class _Library:
+    """The compiled handler, loaded into this process."""
+
+    def __init__(self, path: Path):
+        from warp._src.context import runtime
+
+        handle = f"xform_native_{os.getpid()}_{id(self)}".encode()
+        if runtime.llvm.wp_load_obj(str(path).encode(), handle, wp.config.legacy_cpu_linker):
+            raise NativeUnavailable(f"Warp could not load {path}")
+
+        def lookup(name: str) -> int:
+            address = runtime.llvm.wp_lookup(handle, name.encode())
+            if not address:
+                raise NativeUnavailable(f"{path} has no symbol {name}")
+            return address
+
+        self.execute = lookup("xform_native_execute")
+        self.run = ctypes.CFUNCTYPE(
+            ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+            ctypes.c_void_p, ctypes.c_void_p,
+        )(lookup("xform_native_run"))  # fmt: skip
+        self.token = secrets.randbits(62) + 1
+        ctypes.CFUNCTYPE(None, ctypes.c_int64)(lookup("xform_native_set_token"))(self.token)
+
+    def run_program(self, program: np.ndarray, buffers: list[np.ndarray]) -> None:
+        """Run a program on NumPy buffers on this thread (the self-test's way in)."""
+        bases = (ctypes.c_void_p * len(buffers))(*(b.ctypes.data for b in buffers))
+        failure = self.run(program.ctypes.data, bases, len(buffers), None, None)
+        if failure is not None:
+            raise RuntimeError(failure.decode())
+
+
+def _compiled() -> Path:
+    """The handler's object file, compiled by Warp's clang once per source and versions."""
+    from warp._src import build
+
+    include = Path(jax.ffi.include_dir())
+    header = include / "xla" / "ffi" / "api" / "c_api.h"
+    if not header.is_file():
+        raise NativeUnavailable(f"jaxlib ships no XLA FFI header at {header}")
+    source = SOURCE.read_bytes()
+    key = hashlib.sha256(
+        source + header.read_bytes() + jax.__version__.encode() + wp.config.version.encode()
+    ).hexdigest()[:16]
+    cache = os.environ.get("XFORM_NATIVE_CACHE") or Path(
+        wp.config.kernel_cache_dir or tempfile.gettempdir(), "xform_native"
+    )
+    cache = Path(cache)
+    target = cache / f"jax_native_{key}.o"
+    if target.is_file():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as scratch:
+        for name, text in _STANDIN_HEADERS.items():
+            Path(scratch, name).write_text(text)
+        unit = Path(scratch, "jax_native.cpp")
+        unit.write_bytes(source)
+        built = Path(scratch, "jax_native.o")
+        try:
+            build.build_cpu(
+                str(built), str(unit), mode="release",
+                extra_include_dirs=(scratch, str(include)),
+            )  # fmt: skip
+        except Exception as exc:
+            raise NativeUnavailable(f"Warp's clang could not compile {SOURCE.name}: {exc}") from exc
+        os.replace(built, target)  # atomic: a concurrent process sees all of it or none
+    return target
+
+
+_lock = threading.Lock()
+_state: dict = {}
+
+
+@contextlib.contextmanager
+def forced(path: str):
+    """Trace xform's ops with the CPU path `path` ("native" or "callback") inside the
+    block, whatever XFORM_JAX_CPU says: for comparing the two in one process. A function
+    already traced keeps its path (JAX caches it); trace a new one."""
+    if path not in ("native", "callback"):
+        raise ValueError(f"path {path!r}: expected 'native' or 'callback'")
+    saved = _state.get("forced")
+    _state["forced"] = path
+    try:
+        yield
+    finally:
+        _state["forced"] = saved
+
+
+def library() -> _Library | None:
+    """The handler, registered with XLA as `TARGET` and self-tested, or None where it
+    cannot be used (with one warning, unless forced with XFORM_JAX_CPU=native)."""
+    if _state.get("forced") == "callback":
+        return None
+    if "library" in _state:
+        return _state["library"]
+    with _lock:
+        if "library" in _state:
+            return _state["library"]
+        wanted = mode()
+        result = None
+        if wanted != "callback":
+            try:
+                result = _load()
+            except Exception as exc:
+                if wanted == "native":
+                    raise NativeUnavailable(f"XFORM_JAX_CPU=native, but {exc}") from exc
+                warnings.warn(
+                    f"xform: the native JAX CPU path is unavailable ({exc}); xform's ops "
+                    "run through the Python FFI callback (slower per call). "
+                    "XFORM_JAX_CPU=callback silences this.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        _state["library"] = result
+        return result
+
+
+def _load() -> _Library:
+    minor = ".".join(wp.config.version.split(".")[:2])
+    if minor not in TESTED_WARP:
+        raise NativeUnavailable(
+            f"warp-lang {wp.config.version} is not a version it was tested with ({TESTED_WARP})"
+        )
+    library = _Library(_compiled())
+    _self_test(library)
+    jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(library.execute), platform="cpu")
+    return library
+
+
+# --- programs ------------------------------------------------------------------------------
+
+
+def _itemsize(dtype) -> int:
+    return np.dtype(dtype).itemsize
+
+
+@functools.cache
+def program(op, product, prefix, needed, input_shapes, output_shapes, dtype) -> np.ndarray | None:
+    """The program of one product for these shapes, or None where the launches cannot
+    be recorded (then the Python callback runs them). Kept for the process's life: a
+    compiled XLA executable holds its address."""
+    from . import jax as adapter
+
+    size = _itemsize(dtype)
+    recorder = _program.Recorder(
+        [math.prod(s) * size for s in input_shapes], [math.prod(s) * size for s in output_shapes]
+    )
+    inputs = [
+        _launch.Buffer(recorder.pointer(k), tuple(s), str(np.dtype(dtype)), "cpu", None)
+        for k, s in enumerate(input_shapes)
+    ]
+    outputs = []
+    for k, s in enumerate(output_shapes):
+        address, nbytes = recorder.pointer(len(input_shapes) + k), math.prod(s) * size
+        outputs.append((address, functools.partial(recorder.zero, address, nbytes)))
+    try:
+        with _launch.recording(recorder):
+            adapter._product(op, product, prefix, needed)(inputs, outputs)
+        words = recorder.program()
+    except _program.CaptureError:
+        return None
+    _kept_launches.append(recorder.keep)  # their compiled code must stay loaded
+    return words
+
+
+_kept_launches: list = []
+
+
+# --- the self-test ---------------------------------------------------------------------------
+
+
+def _self_test(library: _Library) -> None:
+    """Programs of a few ops and products, through the compiled executor, against the
+    Python path on the same inputs, bit for bit. Raises on any difference."""
+    from xform.ops import OPS
+    from xform.ops.registration import REGISTRATION_SUMS
+
+    if os.environ.get("XFORM_JAX_NATIVE_SELF_TEST", "") == "fail":
+        raise NativeUnavailable("its self-test failed (forced by XFORM_JAX_NATIVE_SELF_TEST)")
+    rng = np.random.default_rng(0)
+    big = max(_launch.PARALLEL_MIN_ELEMENTS, 1)  # split over threads, partial gradients
+    cases = [
+        ("transform_points", "forward", [(3,), (4,), (5, 3)]),
+        ("transform_points", "vjp", [(3,), (4,), (big, 3)]),
+        ("pose_multiply", "tangent", [(7, 3), (7, 4), (1, 3), (7, 4)]),
+        ("quaternion_to_matrix", "vjp", [(2, 3, 4)]),
+    ]
+    for name, product, shapes in cases:
+        for dtype in (np.float32, np.float64):
+            _check_case(library, OPS[name], product, shapes, dtype, rng)
+    # A sum over points of many chunks: partial sums, then their sum.
+    sums = REGISTRATION_SUMS[False]
+    _check_case(library, sums, "forward", [(3, 5000, 3), (3, 5000, 3)], np.float64, rng)
+
+
+def _check_case(library, op, product, shapes, dtype, rng) -> None:
+    from . import jax as adapter
+
+    needed = tuple(o.differentiable for o in op.operands) if product == "vjp" else ()
+    inputs = [rng.normal(size=s).astype(dtype) for s in shapes]
+    result_shapes = [tuple(s) for s in adapter.result_shapes(op, shapes)]
+    if product == "tangent":
+        inputs += [rng.normal(size=s).astype(dtype) for s in shapes]
+    if product == "vjp":
+        inputs += [rng.normal(size=s).astype(dtype) for s in result_shapes]
+        out_shapes = [tuple(s) for s, need in zip(shapes, needed) if need]
+    else:
+        out_shapes = list(result_shapes)
+    out_shapes += [tuple(s) for s in _launch.scratch_shapes(op, product, shapes)]
+    shapes_in = tuple(tuple(x.shape) for x in inputs)
+    compiled = program(op, product, 0, needed, shapes_in, tuple(out_shapes), np.dtype(dtype))
+    if compiled is None:
+        raise NativeUnavailable(f"{op.name} {product} could not be recorded")
+
+    def run(executor):
+        outputs = [np.full(s, np.nan, dtype) for s in out_shapes]  # unwritten shows
+        executor(outputs)
+        return outputs
+
+    def python(outputs):
+        buffers = [
+            _launch.Buffer(x.ctypes.data, x.shape, str(np.dtype(dtype)), "cpu", x) for x in inputs
+        ]
+        pairs = [(o.ctypes.data, functools.partial(o.fill, 0)) for o in outputs]
+        adapter._product(op, product, 0, needed)(buffers, pairs)
+
+    want = run(python)
+    got = run(lambda outputs: library.run_program(compiled, [*inputs, *outputs]))
+    for w, g in zip(want, got):
+        if w.tobytes() != g.tobytes():
+            raise NativeUnavailable(
+                f"its self-test failed: {op.name} {product} ({np.dtype(dtype)}) differs from "
+                "the Python path"
+            )

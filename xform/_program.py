@@ -1,0 +1,189 @@
+"""A product's launches recorded once as a *program*: what a native executor needs to run
+them again on other buffers of the same shapes, with no Python per call.
+
+The core's Python path is run once with a `Recorder` active (`_launch.recording`), on
+buffers whose addresses are sentinels: buffer k starts at (k + 1) * SPACING, an address
+range no process maps. The recorder keeps, for each kernel launch, the entry point of
+Warp's compiled CPU kernel, its launch bounds and its argument struct as bytes, and where
+in the struct each array's data pointer lies and which buffer (and offset) it points into;
+zero-fills and the sums of per-thread partial gradients become steps of their own.
+Everything is checked: a pointer into no known buffer, or an argument layout the
+executor does not take, raises `CaptureError`, and the caller keeps the Python path.
+
+The program is an int64 array (`backends/jax_native.cpp` reads it):
+- header: MAGIC, inputs, outputs, scratch buffers, steps, total words;
+- each input's and output's size in bytes (the executor checks the call's buffers);
+- each scratch buffer's size in bytes (zeroed per call);
+- steps, each [kind, words, ...]:
+  ZERO [buffer, byte offset, bytes]; SUM [total, parts, tiles, stride, count, itemsize];
+  LAUNCHES [count, parallel, bound words, argument words, each launch's first word...],
+  then each launch [entry, patches, bounds..., arguments..., (offset, buffer, delta)...].
+Launches of one LAUNCHES step may run concurrently (the Python path's thread tiles).
+
+This relies on Warp internals (the `_cpu_forward` entry point's ABI, `Launch.params`,
+`array_t`), hence the version gate and the self-test of the code that uses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MAGIC = 0x786630726D0001
+ZERO, LAUNCHES, SUM, FAIL = 1, 2, 3, 4
+HEADER_WORDS = 6
+SPACING = 1 << 40  # each sentinel buffer's address range
+MAX_ARG_WORDS = 1024  # keep in step with jax_native.cpp
+MAX_BOUND_WORDS = 8
+MAX_BUFFERS = 256
+
+
+class CaptureError(Exception):
+    """The launches could not be recorded as a program: keep the Python path."""
+
+
+def _words(raw: bytes) -> list[int]:
+    padded = raw + bytes(-len(raw) % 8)
+    return np.frombuffer(padded, np.int64).tolist()
+
+
+@dataclass
+class Recorder:
+    """Records the core's launches on sentinel buffers of the given sizes in bytes
+    (inputs, then outputs). `pointer(k)` is buffer k's sentinel address."""
+
+    inputs: list[int]
+    outputs: list[int]
+    scratch: list[int] = field(default_factory=list)
+    steps: list[list[int]] = field(default_factory=list)
+    keep: list = field(default_factory=list)  # the launches, whose code must stay loaded
+    _group: list | None = None
+    _parallel: bool = False
+
+    @property
+    def sizes(self) -> list[int]:
+        return [*self.inputs, *self.outputs, *self.scratch]
+
+    def pointer(self, k: int) -> int:
+        return (k + 1) * SPACING
+
+    def locate(self, address: int, nbytes: int = 0) -> tuple[int, int]:
+        """(buffer, byte offset) of a sentinel address, checking the range lies inside."""
+        k, offset = divmod(address, SPACING)
+        k -= 1
+        if not 0 <= k < len(self.sizes) or offset + nbytes > max(self.sizes[k], 0):
+            raise CaptureError(f"address {address:#x} is in no buffer of the call")
+        return k, offset
+
+    # --- what the core calls while recording ---------------------------------------------
+
+    def allocate_scratch(self, nbytes: int) -> int:
+        """A zeroed scratch buffer, per call; its sentinel address."""
+        self.scratch.append(int(nbytes))
+        return self.pointer(len(self.sizes) - 1)
+
+    def zero(self, address: int, nbytes: int) -> None:
+        k, offset = self.locate(address, nbytes)
+        self.steps.append([ZERO, 5, k, offset, int(nbytes)])
+
+    def sum_parts(self, total: int, parts: int, tiles: int, stride: int, count: int, itemsize):
+        """total[i] = sum over t of parts[t * stride + i], t in order (NumPy's sum(0))."""
+        t, _ = self.locate(total, count * itemsize)
+        p, _ = self.locate(parts, (tiles * stride) * itemsize)
+        self.steps.append([SUM, 8, t, p, tiles, stride, count, itemsize])
+
+    @contextlib.contextmanager
+    def group(self, parallel: bool):
+        """Launches that may run concurrently (one per thread tile)."""
+        self._group, self._parallel = [], parallel
+        try:
+            yield
+            if self._group:
+                self._launches(self._group, parallel)
+        finally:
+            self._group = None
+
+    def launch(self, launch) -> None:
+        """Record a `wp.Launch` as it stands (its parameters set)."""
+        recorded = self._record(launch)
+        self.keep.append(launch)
+        if self._group is None:
+            self._launches([recorded], False)
+        else:
+            self._group.append(recorded)
+
+    # --- the program ---------------------------------------------------------------------
+
+    def program(self) -> np.ndarray:
+        buffers = len(self.sizes)
+        if buffers > MAX_BUFFERS:
+            raise CaptureError(f"{buffers} buffers; the executor takes {MAX_BUFFERS}")
+        words = [MAGIC, len(self.inputs), len(self.outputs), len(self.scratch), len(self.steps)]
+        words += [0, *self.sizes]
+        for step in self.steps:
+            words += step
+        words[5] = len(words)
+        program = np.array(words, np.int64)
+        # The launch offsets are relative to their step: make them absolute.
+        start = HEADER_WORDS + buffers
+        for step in self.steps:
+            if step[0] == LAUNCHES:
+                program[start + 6 : start + 6 + step[2]] += start
+            start += step[1]
+        return program
+
+    def _launches(self, launches: list[tuple], parallel: bool) -> None:
+        bound_words, arg_words = len(launches[0][1]), len(launches[0][2])
+        if any(len(b) != bound_words or len(a) != arg_words for _, b, a, _ in launches):
+            raise CaptureError("launches of one step differ in their argument layout")
+        step = [LAUNCHES, 0, len(launches), int(parallel), bound_words, arg_words]
+        offsets_at = len(step)
+        step += [0] * len(launches)
+        for k, (entry, bounds, args, patches) in enumerate(launches):
+            step[offsets_at + k] = len(step)
+            step += [entry, len(patches), *bounds, *args]
+            for patch in patches:
+                step += patch
+        step[1] = len(step)
+        self.steps.append(step)
+
+    def _record(self, launch) -> tuple:
+        if not launch.device.is_cpu or launch.adjoint or launch.block_dim > 1:
+            raise CaptureError("only plain forward CPU launches are recorded")
+        entry = ctypes.cast(launch.hooks.forward, ctypes.c_void_p).value
+        if not entry:
+            raise CaptureError("the kernel has no CPU entry point")
+        params = launch.params
+        fields = [(arg.label, type(p)) for arg, p in zip(launch.kernel.adj.args, params[1:])]
+        if len(fields) != len(params) - 1:
+            raise CaptureError("the launch's parameters do not match its kernel's arguments")
+        struct = type("Args", (ctypes.Structure,), {"_fields_": fields})
+        args = struct(*params[1:])
+        patches = []
+        for name, kind in fields:
+            if not _is_array(kind):
+                continue
+            data = ctypes.c_uint64.from_buffer(args, getattr(struct, name).offset).value
+            if data:
+                k, offset = self.locate(data)
+                patches.append((getattr(struct, name).offset, k, offset))
+        bounds, arguments = _words(bytes(params[0])), _words(bytes(args))
+        if len(bounds) > MAX_BOUND_WORDS or len(arguments) > MAX_ARG_WORDS:
+            raise CaptureError("the launch's arguments exceed the executor's limits")
+        return entry, bounds, arguments, patches
+
+
+def _is_array(kind: type) -> bool:
+    """Warp's `array_t` (its data pointer first), as a kernel argument's ctypes type."""
+    names = [name for name, *_ in getattr(kind, "_fields_", ())]
+    return names[:1] == ["data"] and "shape" in names and "strides" in names
+
+
+def failing_program(inputs: list[int], outputs: list[int]) -> np.ndarray:
+    """A program whose one step fails: the executor's error path, for tests."""
+    recorder = Recorder(list(inputs), list(outputs))
+    recorder.steps.append([FAIL, 2])
+    return recorder.program()
