@@ -25,6 +25,7 @@ overhead and the kernel together.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -40,6 +41,7 @@ import torch
 import warp as wp
 import xform.backends.jax as xj
 import xform.backends.torch as xt
+from xform.backends import jax_native
 
 import xform
 from benchmarks.peers import JAX, TORCH
@@ -167,21 +169,67 @@ def jax_device(device: str):
     return jax.devices("gpu" if device.startswith("cuda") else "cpu")[0]
 
 
-def jax_runner(fn, arrays, backward, device):
+def jax_runner(fn, arrays, backward, device, cpu_path=None):
+    """`fn` under jax.jit; xform's ops traced with `cpu_path` ("native" or "callback",
+    see `backends/jax_native.py`) where given."""
     values = [jax.device_put(a, jax_device(device)) for a in arrays]
+    if cpu_path is not None:  # a function of its own: JAX caches traces per function
+        inner = fn
+        fn = lambda *args: inner(*args)  # noqa: E731
     if not backward:
         jitted = jax.jit(fn)
-        return lambda: jax.block_until_ready(jitted(*values))
-    outs = as_tuple(fn(*values))
-    cotangents = tuple(jnp.ones_like(o) for o in outs)
-    single = len(outs) == 1
+        run = lambda: jax.block_until_ready(jitted(*values))  # noqa: E731
+    else:
+        with jax_native.forced(cpu_path) if cpu_path else contextlib.nullcontext():
+            outs = as_tuple(fn(*values))
+        cotangents = tuple(jnp.ones_like(o) for o in outs)
+        single = len(outs) == 1
 
-    @jax.jit
-    def forward_backward(*args):
-        out, pullback = jax.vjp(fn, *args)
-        return out, pullback(cotangents[0] if single else cotangents)
+        @jax.jit
+        def forward_backward(*args):
+            out, pullback = jax.vjp(fn, *args)
+            return out, pullback(cotangents[0] if single else cotangents)
 
-    return lambda: jax.block_until_ready(forward_backward(*values))
+        run = lambda: jax.block_until_ready(forward_backward(*values))  # noqa: E731
+    if cpu_path is not None:
+        with jax_native.forced(cpu_path):
+            run()  # traced and compiled here, then reused
+    return run
+
+
+def loop_rows(device: str, steps: int = 1000, points: int = 16) -> list[dict]:
+    """Per step of a jitted `lax.fori_loop` of `steps` transform_points on `points`
+    points: xform (each CPU path) against the jnp formulas."""
+    rng = np.random.default_rng(1)
+    q = rng.normal(size=4).astype(DTYPE)
+    values = [
+        jax.device_put(a, jax_device(device))
+        for a in (rng.normal(size=3).astype(DTYPE) * 1e-3, q / np.linalg.norm(q),
+                  rng.normal(size=(points, 3)).astype(DTYPE))
+    ]  # fmt: skip
+    forms = {f"jax.jit {k}": fn for k, fn in JAX["transform_points"].items()}
+    paths = {"xform jax.jit": None}
+    if device == "cpu":
+        paths = {"xform jax.jit": "native", "xform jax.jit callback": "callback"}
+    for name, path in paths.items():
+        forms[name] = (lambda path: lambda t, q, p: xj.transform_points(t, q, p))(path)
+    times = {}
+    for name, step in forms.items():
+        path = paths.get(name)
+
+        @jax.jit
+        def loop(t, q, p, step=step):
+            return jax.lax.fori_loop(0, steps, lambda i, p: step(t, q, p), p)
+
+        run = lambda loop=loop: jax.block_until_ready(loop(*values))  # noqa: E731
+        with jax_native.forced(path) if path else contextlib.nullcontext():
+            run()
+        times[name] = median_time(run) / steps
+    best = min((t, k) for k, t in times.items() if k.startswith("jax.jit "))
+    return [
+        {"impl": name, "step µs": t * 1e6, "ratio to best jnp": t / best[0], "best jnp": best[1]}
+        for name, t in times.items()
+    ]
 
 
 def core_runner(op, arrays, backward, device):
@@ -264,10 +312,15 @@ def implementations(op, arrays, backward, compiled, device):
     runners = {
         "xform torch": lambda: torch_runner(function(xt, op), arrays, backward, device),
         "xform jax.jit": lambda: jax_runner(function(xj, op), arrays, backward, device),
+        "xform jax.jit callback": lambda: jax_runner(
+            function(xj, op), arrays, backward, device, "callback"
+        ),
         core: lambda: core_runner(op, arrays, backward, device),
         "warp floor": lambda: warp_runner(op, arrays, backward, device),
         "copy floor": lambda: copy_runner(op, arrays, backward, device),
     }
+    if device != "cpu":  # the native handler's comparison is a CPU one
+        del runners["xform jax.jit callback"]
     if single_op(op, arrays) is None:  # a chain of ops: no one kernel, no NumPy VJP
         del runners["warp floor"]
         if backward:
@@ -356,6 +409,7 @@ def ratio_rows(records):
                 "xform jax.jit": times["xform jax.jit"],
                 "best jax peer": best_jax[1],
                 "jax ratio": times["xform jax.jit"] / best_jax[0],
+                "jax callback ratio": times.get("xform jax.jit callback", math.nan) / best_jax[0],
                 "warp floor": times.get("warp floor", math.nan),
                 "copy floor": times["copy floor"],
                 "torch / copy": times["xform torch"] / times["copy floor"],
@@ -375,6 +429,7 @@ COLUMNS = (
     ("xform jax µs", "xform jax.jit", lambda s: f"{s * 1e6:,.0f}"),
     ("best jax peer", "best jax peer", str),
     ("ratio", "jax ratio", "{:.2f}".format),
+    ("callback ratio", "jax callback ratio", "{:.2f}".format),
     ("warp floor µs", "warp floor", lambda s: f"{s * 1e6:,.0f}"),
     ("copy floor µs", "copy floor", lambda s: f"{s * 1e6:,.0f}"),
     ("torch / copy", "torch / copy", "{:.1f}".format),
@@ -448,12 +503,21 @@ def main(argv=None) -> list[dict]:
     args.out.mkdir(parents=True, exist_ok=True)
     records = measure(args.ops, args.sizes, args.modes, not args.no_compile, device)
     rows = ratio_rows(records)
+    loop = loop_rows(device) if "transform_points" in args.ops else []
     (args.out / "results.json").write_text(
-        json.dumps({"machine": machine(device), "records": records, "ratios": rows}, indent=1)
+        json.dumps(
+            {"machine": machine(device), "records": records, "ratios": rows, "loop": loop},
+            indent=1,
+        )
     )
     plot(records, args.out / "results.png")
     print(f"\n{machine(device)}\n")
     print(format_table(rows))
+    if loop:
+        print("\nA jitted lax.fori_loop of 1,000 transform_points on 16 points, per step:\n")
+        print("| implementation | µs per step | ratio to the best jnp |\n|---|---:|---:|")
+        for r in loop:
+            print(f"| {r['impl']} | {r['step µs']:.2f} | {r['ratio to best jnp']:.2f} |")
     return rows
 
 
