@@ -221,19 +221,19 @@ def _run(op: Op, product: str, prefix: int, needed, inputs, out_shapes, cpu=Fals
     count = len(out_shapes)
     operand_shapes = [x.shape for x in inputs[: len(op.operands)]]
     out_shapes = [*out_shapes, *_launch.scratch_shapes(op, product, operand_shapes, prefix)]
+    results = [jax.ShapeDtypeStruct(shape, dtype) for shape in out_shapes]
+    native = jax_native.library() if cpu else jax_native.cuda_library()
+    if native is not None:  # a program of the launches, run with no Python per call
+        program = jax_native.program(
+            op, product, prefix, needed, tuple(tuple(x.shape) for x in inputs),
+            tuple(map(tuple, out_shapes)), np.dtype(dtype), "cpu" if cpu else "cuda:0",
+        )  # fmt: skip
+        if program is not None:
+            call = jax.ffi.ffi_call(jax_native.TARGET if cpu else jax_native.TARGET_CUDA, results)
+            outputs = call(*inputs, program=np.int64(program.ctypes.data),
+                           token=np.int64(native.token))  # fmt: skip
+            return list(outputs)[:count]
     if cpu:
-        results = [jax.ShapeDtypeStruct(shape, dtype) for shape in out_shapes]
-        native = jax_native.library()
-        if native is not None:
-            shapes = tuple(tuple(x.shape) for x in inputs)
-            program = jax_native.program(
-                op, product, prefix, needed, shapes, tuple(map(tuple, out_shapes)), np.dtype(dtype)
-            )
-            if program is not None:
-                call = jax.ffi.ffi_call(jax_native.TARGET, results)
-                outputs = call(*inputs, program=np.int64(program.ctypes.data),
-                               token=np.int64(native.token))  # fmt: skip
-                return list(outputs)[:count]
         target = _cpu_target(op, product, prefix, needed)
         return list(jax.ffi.ffi_call(target, results)(*inputs))[:count]
     scalar = wp.dtype_from_numpy(np.dtype(dtype))

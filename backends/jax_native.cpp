@@ -25,7 +25,7 @@ namespace {
 
 // Keep in step with xform/_program.py.
 const int64_t MAGIC = 0x786630726d0001;  // "xf0rm", format 1
-enum Step : int64_t { ZERO = 1, LAUNCHES = 2, SUM = 3, FAIL = 4 };
+enum Step : int64_t { ZERO = 1, LAUNCHES = 2, SUM = 3, FAIL = 4, CUDA_LAUNCH = 5, CUDA_ZERO = 6 };
 enum Header : int64_t { H_MAGIC, H_INPUTS, H_OUTPUTS, H_SCRATCH, H_STEPS, H_WORDS, HEADER_WORDS };
 const int64_t MAX_BUFFERS = 256;
 const int64_t MAX_ARG_WORDS = 1024;   // 8 KiB of kernel arguments
@@ -176,6 +176,43 @@ void sum_parts(Scalar* total, const Scalar* parts, int64_t tiles, int64_t stride
   }
 }
 
+// --- CUDA: the same programs, launched on XLA's stream ------------------------------------
+// (Written for a GPU and not yet run on one: `jax_native.py` keeps warp.jax_callable as
+// the CUDA path unless XFORM_JAX_CUDA=native.)
+
+// Warp's wp_cuda_launch_kernel: nonzero on failure.
+typedef size_t (*CudaLaunch)(void* context, void* kernel, size_t size, int max_blocks,
+                             int block_dim, int grid_stride, int cluster_dim, int shared_bytes,
+                             void** params, void* stream, void* apic);
+// The driver's cuMemsetD8Async: nonzero on failure.
+typedef int (*CudaMemset)(uint64_t destination, unsigned char value, size_t size, void* stream);
+
+// [CUDA_LAUNCH, words, launcher, context, function, size, max blocks, block dim, grid
+//  stride, cluster dim, shared bytes, params, blob words, patches, param offsets...,
+//  blob..., (offset, buffer, delta) per patch]: each kernel parameter is a piece of the
+// blob, and Warp's launcher takes an array of their addresses.
+const char* run_cuda_launch(const int64_t* step, char* const* bases, void* stream) {
+  int64_t params = step[11], blob_words = step[12], patches = step[13];
+  if (params > 64 || blob_words > MAX_ARG_WORDS) return "xform native: a CUDA launch exceeds the handler's limits";
+  alignas(64) int64_t blob[MAX_ARG_WORDS];
+  void* addresses[64];
+  const int64_t* offsets = step + 14;
+  memcpy(blob, offsets + params, blob_words * 8);
+  const int64_t* patch = offsets + params + blob_words;
+  for (int64_t k = 0; k < patches; ++k, patch += 3) {
+    char* address = bases[patch[1]] + patch[2];
+    memcpy(reinterpret_cast<char*>(blob) + patch[0], &address, sizeof(address));
+  }
+  for (int64_t k = 0; k < params; ++k) addresses[k] = reinterpret_cast<char*>(blob) + offsets[k];
+  CudaLaunch launch = reinterpret_cast<CudaLaunch>(step[2]);
+  size_t failed = launch(reinterpret_cast<void*>(step[3]), reinterpret_cast<void*>(step[4]),
+                         static_cast<size_t>(step[5]), static_cast<int>(step[6]),
+                         static_cast<int>(step[7]), static_cast<int>(step[8]),
+                         static_cast<int>(step[9]), static_cast<int>(step[10]), addresses, stream,
+                         nullptr);
+  return failed ? "xform native: a CUDA kernel launch failed" : nullptr;
+}
+
 }  // namespace
 
 extern "C" {
@@ -229,6 +266,10 @@ const char* xform_native_run(const int64_t* program, char** bases, int64_t given
       case FAIL:
         failure = "xform native: a program's FAIL step (the error path's test)";
         break;
+      case CUDA_LAUNCH:
+      case CUDA_ZERO:
+        failure = "xform native: a CUDA program called on CPU";
+        break;
       default:
         failure = "xform native: unknown step";
     }
@@ -271,8 +312,18 @@ static int64_t buffer_bytes(const XLA_FFI_Buffer* buffer) {
   return size;
 }
 
-// The XLA FFI handler: attributes `program` (its address) and `token` (this process's).
-XLA_FFI_Error* xform_native_execute(XLA_FFI_CallFrame* frame) {
+// What both handlers read off a call frame: the program (attribute `program`, its address,
+// checked by `token`, this process's) and XLA's buffers, checked against the program.
+struct Call {
+  const int64_t* program;
+  int64_t buffers;
+  char* bases[MAX_BUFFERS];
+};
+
+// Returns nullptr once `call` is filled (or the metadata query answered: then
+// `call->program` stays null), else an error message.
+static const char* read_call(XLA_FFI_CallFrame* frame, Call* call) {
+  call->program = nullptr;
   const XLA_FFI_Extension_Base* extension = frame->extension_start;
   if (extension != nullptr && extension->type == XLA_FFI_Extension_Metadata) {
     XLA_FFI_Metadata* metadata =
@@ -281,27 +332,89 @@ XLA_FFI_Error* xform_native_execute(XLA_FFI_CallFrame* frame) {
     metadata->api_version.minor_version = XLA_FFI_API_MINOR;
     return nullptr;
   }
-  const XLA_FFI_Api* api = frame->api;
   int64_t address = 0, token = 0;
   if (!attribute(frame->attrs, "program", &address) || !attribute(frame->attrs, "token", &token))
-    return error(api, "xform native: the call has no program");
+    return "xform native: the call has no program";
   if (token != process_token || process_token == 0)
-    return error(api, "xform native: this program was made in another process (a persistent "
-                      "compilation cache?); set XFORM_JAX_CPU=callback");
+    return "xform native: this program was made in another process (a persistent "
+           "compilation cache?); set XFORM_JAX_CPU=callback (XFORM_JAX_CUDA on a GPU)";
   const int64_t* program = reinterpret_cast<const int64_t*>(address);
   int64_t inputs = program[H_INPUTS], outputs = program[H_OUTPUTS];
   if (frame->args.size != inputs || frame->rets.size != outputs || inputs + outputs > MAX_BUFFERS)
-    return error(api, "xform native: the call's buffers do not match its program");
-  char* bases[MAX_BUFFERS];
+    return "xform native: the call's buffers do not match its program";
   const int64_t* expected = program + HEADER_WORDS;
   for (int64_t k = 0; k < inputs + outputs; ++k) {
     const XLA_FFI_Buffer* buffer = static_cast<const XLA_FFI_Buffer*>(
         k < inputs ? frame->args.args[k] : frame->rets.rets[k - inputs]);
     if (buffer_bytes(buffer) != expected[k])
-      return error(api, "xform native: a buffer's size does not match its program");
-    bases[k] = static_cast<char*>(buffer->data);
+      return "xform native: a buffer's size does not match its program";
+    call->bases[k] = static_cast<char*>(buffer->data);
   }
-  const char* failure = xform_native_run(program, bases, inputs + outputs, api, frame->ctx);
+  call->buffers = inputs + outputs;
+  call->program = program;
+  return nullptr;
+}
+
+// The CPU handler.
+XLA_FFI_Error* xform_native_execute(XLA_FFI_CallFrame* frame) {
+  Call call;
+  const char* failure = read_call(frame, &call);
+  if (failure == nullptr && call.program != nullptr)
+    failure = xform_native_run(call.program, call.bases, call.buffers, frame->api, frame->ctx);
+  return failure == nullptr ? nullptr : error(frame->api, failure);
+}
+
+// Runs a CUDA program (no scratch: XLA passes every buffer) on `stream`.
+const char* xform_native_run_cuda(const int64_t* program, char** bases, int64_t given,
+                                  void* stream) {
+  if (program[H_MAGIC] != MAGIC) return "xform native: not a program of this format";
+  if (given != program[H_INPUTS] + program[H_OUTPUTS] || program[H_SCRATCH] != 0)
+    return "xform native: the CUDA program's buffers do not match";
+  const int64_t* step = program + HEADER_WORDS + given;
+  const char* failure = nullptr;
+  for (int64_t s = 0; s < program[H_STEPS] && failure == nullptr; ++s, step += step[1]) {
+    if (step[0] == CUDA_LAUNCH) {
+      failure = run_cuda_launch(step, bases, stream);
+    } else if (step[0] == CUDA_ZERO) {  // [CUDA_ZERO, words, memset, buffer, offset, bytes]
+      CudaMemset memset_async = reinterpret_cast<CudaMemset>(step[2]);
+      uint64_t address = reinterpret_cast<uint64_t>(bases[step[3]] + step[4]);
+      if (memset_async(address, 0, static_cast<size_t>(step[5]), stream) != 0)
+        failure = "xform native: a CUDA memset failed";
+    } else {
+      failure = step[0] == FAIL ? "xform native: a program's FAIL step (the error path's test)"
+                                : "xform native: a CPU step in a CUDA program";
+    }
+  }
+  return failure;
+}
+
+// The CUDA handler: the program's launches on XLA's stream.
+XLA_FFI_Error* xform_native_execute_cuda(XLA_FFI_CallFrame* frame) {
+  const XLA_FFI_Api* api = frame->api;
+  Call call;
+  const char* failure = read_call(frame, &call);
+  if (failure != nullptr) return error(api, failure);
+  if (call.program == nullptr) return nullptr;
+  XLA_FFI_Stream_Get_Args get;
+  memset(&get, 0, sizeof(get));
+  get.struct_size = XLA_FFI_Stream_Get_Args_STRUCT_SIZE;
+  get.ctx = frame->ctx;
+  XLA_FFI_Error* failed = api->XLA_FFI_Stream_Get(&get);
+  if (failed != nullptr) return failed;
+  // The program's kernels and context are the recording device's (cuda:0).
+  XLA_FFI_DeviceOrdinal_Get_Args ordinal;
+  memset(&ordinal, 0, sizeof(ordinal));
+  ordinal.struct_size = XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE;
+  ordinal.ctx = frame->ctx;
+  bool has_ordinal = api->struct_size >= offsetof(XLA_FFI_Api, XLA_FFI_DeviceOrdinal_Get) +
+                                             sizeof(void*) &&
+                     api->XLA_FFI_DeviceOrdinal_Get != nullptr;
+  failed = has_ordinal ? api->XLA_FFI_DeviceOrdinal_Get(&ordinal) : nullptr;
+  if (failed != nullptr) return failed;
+  if (has_ordinal && ordinal.device_ordinal != 0)
+    return error(api, "xform native: CUDA programs run on device 0 only; set "
+                      "XFORM_JAX_CUDA=callback");
+  failure = xform_native_run_cuda(call.program, call.bases, call.buffers, get.stream);
   return failure == nullptr ? nullptr : error(api, failure);
 }
 

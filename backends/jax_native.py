@@ -17,6 +17,12 @@ It leans on Warp internals, so it is used only where it is known to work:
 - on any failure (no header, no compile, a mismatch) it warns once and the ops keep
   the Python FFI callback.
 
+On CUDA the same programs launch the kernels' CUfunctions on XLA's stream, with no Python
+per call (so also inside XLA's command buffers). That path is written but has not yet run
+on a GPU: `warp.jax_callable` stays the CUDA path unless `XFORM_JAX_CUDA=native`, which
+self-tests it against the Python path on device 0 first (programs are recorded for
+cuda:0; other devices get an XLA error naming the switch).
+
 `XFORM_JAX_CPU=native` or `=callback` forces either path (`native` raises where the
 handler cannot be had). `XFORM_JAX_NATIVE_SELF_TEST=fail` makes the self-test fail, to
 test the fallback; `XFORM_NATIVE_CACHE` names another directory for the object file.
@@ -43,6 +49,7 @@ import warp as wp
 from xform import _launch, _program
 
 TARGET = "xform_native"
+TARGET_CUDA = "xform_native_cuda"
 TESTED_WARP = ("1.19",)
 SOURCE = Path(__file__).with_name("jax_native.cpp")
 # Warp's clang ships no C headers: the two that XLA's c_api.h includes.
@@ -60,11 +67,11 @@ class NativeUnavailable(RuntimeError):
     """The native handler cannot be used here; the message says why."""
 
 
-def mode() -> str:
-    """'native', 'callback' or 'auto', from XFORM_JAX_CPU."""
-    value = os.environ.get("XFORM_JAX_CPU", "auto").strip().lower() or "auto"
+def mode(variable: str = "XFORM_JAX_CPU", default: str = "auto") -> str:
+    """'native', 'callback' or 'auto', from XFORM_JAX_CPU (or XFORM_JAX_CUDA)."""
+    value = os.environ.get(variable, default).strip().lower() or default
     if value not in ("native", "callback", "auto"):
-        raise ValueError(f"XFORM_JAX_CPU={value!r}: expected 'native', 'callback' or 'auto'")
+        raise ValueError(f"{variable}={value!r}: expected 'native', 'callback' or 'auto'")
     return value
 
 
@@ -85,6 +92,10 @@ class _Library:
             return address
 
         self.execute = lookup("xform_native_execute")
+        self.execute_cuda = lookup("xform_native_execute_cuda")
+        self.run_cuda = ctypes.CFUNCTYPE(
+            ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p
+        )(lookup("xform_native_run_cuda"))
         self.run = ctypes.CFUNCTYPE(
             ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
             ctypes.c_void_p, ctypes.c_void_p,
@@ -205,18 +216,24 @@ def _itemsize(dtype) -> int:
 
 
 @functools.cache
-def program(op, product, prefix, needed, input_shapes, output_shapes, dtype) -> np.ndarray | None:
+def program(
+    op, product, prefix, needed, input_shapes, output_shapes, dtype, device="cpu"
+) -> np.ndarray | None:
     """The program of one product for these shapes, or None where the launches cannot
     be recorded (then the Python callback runs them). Kept for the process's life: a
     compiled XLA executable holds its address."""
     from . import jax as adapter
 
     size = _itemsize(dtype)
+    launcher, memset = _cuda_entry_points() if device != "cpu" else (0, 0)
     recorder = _program.Recorder(
-        [math.prod(s) * size for s in input_shapes], [math.prod(s) * size for s in output_shapes]
+        [math.prod(s) * size for s in input_shapes],
+        [math.prod(s) * size for s in output_shapes],
+        launcher,
+        memset,
     )
     inputs = [
-        _launch.Buffer(recorder.pointer(k), tuple(s), str(np.dtype(dtype)), "cpu", None)
+        _launch.Buffer(recorder.pointer(k), tuple(s), str(np.dtype(dtype)), device, None)
         for k, s in enumerate(input_shapes)
     ]
     outputs = []
@@ -236,10 +253,49 @@ def program(op, product, prefix, needed, input_shapes, output_shapes, dtype) -> 
 _kept_launches: list = []
 
 
+# --- CUDA ------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _cuda_entry_points() -> tuple[int, int]:
+    """Warp's `wp_cuda_launch_kernel` and the driver's `cuMemsetD8Async`."""
+    from warp._src.context import runtime
+
+    launcher = ctypes.cast(runtime.core.wp_cuda_launch_kernel, ctypes.c_void_p).value
+    memset = ctypes.cast(ctypes.CDLL("libcuda.so.1").cuMemsetD8Async, ctypes.c_void_p).value
+    return launcher, memset
+
+
+def cuda_library() -> _Library | None:
+    """The handler for CUDA, registered and self-tested on cuda:0, where
+    XFORM_JAX_CUDA=native asks for it (it has not yet run on a GPU); else None."""
+    if mode("XFORM_JAX_CUDA", "callback") != "native" or _state.get("forced") == "callback":
+        return None
+    if "cuda" in _state:
+        return _state["cuda"]
+    with _lock:
+        if "cuda" not in _state:
+            try:
+                library = _state.get("library") or _Library(_compiled())
+                _self_test(library, "cuda:0")
+                capsule = jax.ffi.pycapsule(library.execute_cuda)
+                jax.ffi.register_ffi_target(TARGET_CUDA, capsule, platform="CUDA")
+            except Exception as exc:
+                warnings.warn(
+                    f"xform: XFORM_JAX_CUDA=native, but the native CUDA path is unavailable "
+                    f"({exc}); xform's ops run through warp.jax_callable.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                library = None
+            _state["cuda"] = library
+    return _state["cuda"]
+
+
 # --- the self-test ---------------------------------------------------------------------------
 
 
-def _self_test(library: _Library) -> None:
+def _self_test(library: _Library, device: str = "cpu") -> None:
     """Programs of a few ops and products, through the compiled executor, against the
     Python path on the same inputs, bit for bit. Raises on any difference."""
     from xform.ops import OPS
@@ -257,13 +313,24 @@ def _self_test(library: _Library) -> None:
     ]
     for name, product, shapes in cases:
         for dtype in (np.float32, np.float64):
-            _check_case(library, OPS[name], product, shapes, dtype, rng)
+            _check_case(library, OPS[name], product, shapes, dtype, rng, device)
     # A sum over points of many chunks: partial sums, then their sum.
     sums = REGISTRATION_SUMS[False]
-    _check_case(library, sums, "forward", [(3, 5000, 3), (3, 5000, 3)], np.float64, rng)
+    _check_case(library, sums, "forward", [(3, 5000, 3), (3, 5000, 3)], np.float64, rng, device)
 
 
-def _check_case(library, op, product, shapes, dtype, rng) -> None:
+def _address(x) -> int:
+    return x.ctypes.data if isinstance(x, np.ndarray) else x.ptr
+
+
+def _fill_zero(x) -> None:
+    if isinstance(x, np.ndarray):
+        x.fill(0)
+    else:
+        x.zero_()
+
+
+def _check_case(library, op, product, shapes, dtype, rng, device="cpu") -> None:
     from . import jax as adapter
 
     needed = tuple(o.differentiable for o in op.operands) if product == "vjp" else ()
@@ -278,24 +345,42 @@ def _check_case(library, op, product, shapes, dtype, rng) -> None:
         out_shapes = list(result_shapes)
     out_shapes += [tuple(s) for s in _launch.scratch_shapes(op, product, shapes)]
     shapes_in = tuple(tuple(x.shape) for x in inputs)
-    compiled = program(op, product, 0, needed, shapes_in, tuple(out_shapes), np.dtype(dtype))
+    compiled = program(
+        op, product, 0, needed, shapes_in, tuple(out_shapes), np.dtype(dtype), device
+    )
     if compiled is None:
         raise NativeUnavailable(f"{op.name} {product} could not be recorded")
+    inputs = [wp.array(x, device=device) for x in inputs] if device != "cpu" else inputs
 
     def run(executor):
         outputs = [np.full(s, np.nan, dtype) for s in out_shapes]  # unwritten shows
+        if device != "cpu":
+            outputs = [wp.array(o, device=device) for o in outputs]
         executor(outputs)
-        return outputs
+        return [o.numpy() if device != "cpu" else o for o in outputs]
 
     def python(outputs):
         buffers = [
-            _launch.Buffer(x.ctypes.data, x.shape, str(np.dtype(dtype)), "cpu", x) for x in inputs
+            _launch.Buffer(_address(x), tuple(x.shape), str(np.dtype(dtype)), device, x)
+            for x in inputs
         ]
-        pairs = [(o.ctypes.data, functools.partial(o.fill, 0)) for o in outputs]
+        pairs = [(_address(o), functools.partial(_fill_zero, o)) for o in outputs]
         adapter._product(op, product, 0, needed)(buffers, pairs)
 
+    def native(outputs):
+        if device == "cpu":
+            library.run_program(compiled, [*inputs, *outputs])
+            return
+        buffers = [*inputs, *outputs]
+        bases = (ctypes.c_void_p * len(buffers))(*(b.ptr for b in buffers))
+        stream = wp.get_stream(device).cuda_stream
+        failure = library.run_cuda(compiled.ctypes.data, bases, len(buffers), stream)
+        if failure is not None:
+            raise NativeUnavailable(failure.decode())
+        wp.synchronize_device(device)
+
     want = run(python)
-    got = run(lambda outputs: library.run_program(compiled, [*inputs, *outputs]))
+    got = run(native)
     for w, g in zip(want, got):
         if w.tobytes() != g.tobytes():
             raise NativeUnavailable(

@@ -389,3 +389,59 @@ def test_jax_gpu_registration_jit_grad_vmap(jax_gpu, rng):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), **CLOSE)
     batched = jax.jit(jax.vmap(loss))(*inputs)
     assert batched.shape == (4,) and np.isfinite(np.asarray(batched)).all()
+
+
+NATIVE_CUDA = """
+import warnings, numpy as np, jax, jax.numpy as jnp
+jax.config.update("jax_enable_x64", True)
+import xform, xform.backends.jax as xj
+from xform.backends import jax_native
+rng = np.random.default_rng(0)
+gpu = jax.devices("gpu")[0]
+cases = {
+    "transform_points": [rng.normal(size=3), rng.normal(size=4), rng.normal(size=(100_000, 3))],
+    "pose_multiply": [rng.normal(size=(7, 3)), rng.normal(size=(7, 4)),
+                      rng.normal(size=(1, 3)), rng.normal(size=(7, 4))],
+    "quaternion_to_matrix": [rng.normal(size=(5, 4))],
+}
+def products(name, args):
+    f = getattr(xj, name)
+    g = lambda *a: sum(jnp.sum(r) for r in jax.tree_util.tree_leaves(f(*a)))
+    tangents = tuple(jnp.ones_like(a) for a in args)
+    return [jax.jit(lambda *a: f(*a))(*args), jax.jit(jax.grad(g, argnums=(0, 1)))(*args),
+            jax.jit(lambda *a: jax.jvp(f, a, tangents))(*args)]
+with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    assert jax_native.cuda_library() is not None
+for name, args in cases.items():
+    args = [jax.device_put(jnp.asarray(a), gpu) for a in args]
+    native = [np.asarray(x) for x in jax.tree_util.tree_leaves(products(name, args))]
+    jax.clear_caches()
+    with jax_native.forced("callback"):
+        callback = [np.asarray(x) for x in jax.tree_util.tree_leaves(products(name, args))]
+    jax.clear_caches()
+    for a, b in zip(native, callback):
+        assert a.tobytes() == b.tobytes(), (name, np.abs(a - b).max())
+points, targets = (jax.device_put(jnp.asarray(rng.normal(size=(3, 30_000, 3))), gpu) for _ in "ab")
+t, q = jax.jit(xj.rigid_registration)(points, targets)
+assert np.all(np.isfinite(np.asarray(t)))
+print("native cuda ok")
+"""
+
+
+def test_the_native_cuda_path_matches_warps_callable_bit_for_bit(tmp_path):
+    """XFORM_JAX_CUDA=native: the programs launched on XLA's stream from C, against
+    warp.jax_callable, for forward, grad (a broadcast pose over 100k points) and jvp."""
+    pytest.importorskip("jax")
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "native_cuda.py"
+    script.write_text(NATIVE_CUDA)
+    env = {**os.environ, "XFORM_JAX_CUDA": "native", "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "native cuda ok" in done.stdout

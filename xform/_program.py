@@ -17,7 +17,10 @@ The program is an int64 array (`backends/jax_native.cpp` reads it):
 - steps, each [kind, words, ...]:
   ZERO [buffer, byte offset, bytes]; SUM [total, parts, tiles, stride, count, itemsize];
   LAUNCHES [count, parallel, bound words, argument words, each launch's first word...],
-  then each launch [entry, patches, bounds..., arguments..., (offset, buffer, delta)...].
+  then each launch [entry, patches, bounds..., arguments..., (offset, buffer, delta)...];
+  on CUDA, CUDA_ZERO [memset, buffer, byte offset, bytes] and CUDA_LAUNCH [launcher,
+  context, function, size, max blocks, block dim, grid stride, cluster dim, shared bytes,
+  params, blob words, patches, param offsets..., blob..., (offset, buffer, delta)...].
 Launches of one LAUNCHES step may run concurrently (the Python path's thread tiles).
 
 This relies on Warp internals (the `_cpu_forward` entry point's ABI, `Launch.params`,
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MAGIC = 0x786630726D0001
-ZERO, LAUNCHES, SUM, FAIL = 1, 2, 3, 4
+ZERO, LAUNCHES, SUM, FAIL, CUDA_LAUNCH, CUDA_ZERO = 1, 2, 3, 4, 5, 6
 HEADER_WORDS = 6
 SPACING = 1 << 40  # each sentinel buffer's address range
 MAX_ARG_WORDS = 1024  # keep in step with jax_native.cpp
@@ -57,6 +60,10 @@ class Recorder:
 
     inputs: list[int]
     outputs: list[int]
+    # On CUDA: the addresses of Warp's `wp_cuda_launch_kernel` and the driver's
+    # `cuMemsetD8Async`, which the executor calls on XLA's stream.
+    cuda_launcher: int = 0
+    cuda_memset: int = 0
     scratch: list[int] = field(default_factory=list)
     steps: list[list[int]] = field(default_factory=list)
     keep: list = field(default_factory=list)  # the launches, whose code must stay loaded
@@ -82,12 +89,17 @@ class Recorder:
 
     def allocate_scratch(self, nbytes: int) -> int:
         """A zeroed scratch buffer, per call; its sentinel address."""
+        if self.cuda_launcher:
+            raise CaptureError("CUDA programs take no scratch of their own")
         self.scratch.append(int(nbytes))
         return self.pointer(len(self.sizes) - 1)
 
     def zero(self, address: int, nbytes: int) -> None:
         k, offset = self.locate(address, nbytes)
-        self.steps.append([ZERO, 5, k, offset, int(nbytes)])
+        if self.cuda_launcher:
+            self.steps.append([CUDA_ZERO, 6, self.cuda_memset, k, offset, int(nbytes)])
+        else:
+            self.steps.append([ZERO, 5, k, offset, int(nbytes)])
 
     def sum_parts(self, total: int, parts: int, tiles: int, stride: int, count: int, itemsize):
         """total[i] = sum over t of parts[t * stride + i], t in order (NumPy's sum(0))."""
@@ -108,6 +120,9 @@ class Recorder:
 
     def launch(self, launch) -> None:
         """Record a `wp.Launch` as it stands (its parameters set)."""
+        if not launch.device.is_cpu:
+            self._record_cuda(launch)
+            return
         recorded = self._record(launch)
         self.keep.append(launch)
         if self._group is None:
@@ -174,6 +189,39 @@ class Recorder:
         if len(bounds) > MAX_BOUND_WORDS or len(arguments) > MAX_ARG_WORDS:
             raise CaptureError("the launch's arguments exceed the executor's limits")
         return entry, bounds, arguments, patches
+
+    def _record_cuda(self, launch) -> None:
+        """A CUDA launch as its own step: Warp's launcher takes the address of each
+        parameter, so the parameters are pieces of one blob (16-byte aligned)."""
+        if not self.cuda_launcher or launch.adjoint:
+            raise CaptureError("a CUDA launch needs the CUDA launcher's address")
+        function = launch.hooks.forward
+        function = getattr(function, "value", function)
+        if not function:
+            raise CaptureError("the kernel has no CUDA function")
+        blob, offsets, patches = b"", [], []
+        for index, param in enumerate(launch.params):
+            blob += bytes(-len(blob) % 16)
+            offsets.append(len(blob))
+            if index > 0 and _is_array(type(param)):
+                data = ctypes.c_uint64.from_buffer_copy(bytes(param)[:8]).value
+                if data:
+                    k, offset = self.locate(data)
+                    patches.append((len(blob), k, offset))
+            blob += bytes(param)
+        words = _words(blob)
+        if len(words) > MAX_ARG_WORDS or len(offsets) > 64:
+            raise CaptureError("the launch's arguments exceed the executor's limits")
+        step = [CUDA_LAUNCH, 0, self.cuda_launcher, int(launch.device.context or 0),
+                int(function), int(launch.bounds.size), int(launch.max_blocks),
+                int(launch.block_dim), int(launch.grid_stride), int(launch.cluster_dim),
+                int(launch.hooks.forward_smem_bytes), len(offsets), len(words), len(patches),
+                *offsets, *words]  # fmt: skip
+        for patch in patches:
+            step += patch
+        step[1] = len(step)
+        self.steps.append(step)
+        self.keep.append(launch)
 
 
 def _is_array(kind: type) -> bool:
