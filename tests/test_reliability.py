@@ -40,6 +40,10 @@ INTERRUPT = """
 import os, signal, threading, time
 import numpy as np
 
+# Python's own Ctrl-C handler, which a process started as a shell's background job (CI
+# runners often are) does not get: it inherits SIGINT ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 def interrupt_during(call, fraction, duration, want=None, fired=None):
     # call, with SIGINT sent `fraction` of `duration` in (or by whoever sets `fired`); how
     # the call ended (a result that the call returns must be right: never uninitialised
