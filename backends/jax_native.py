@@ -246,11 +246,13 @@ def program(
         words = recorder.program()
     except _program.CaptureError:
         return None
-    _kept_launches.append(recorder.keep)  # their compiled code must stay loaded
+    # Compiled XLA executables hold the program's address, and the program the launches'
+    # code: both live as long as the process (even past `program.cache_clear()`).
+    _kept.append((words, recorder.keep))
     return words
 
 
-_kept_launches: list = []
+_kept: list = []
 
 
 # --- CUDA ------------------------------------------------------------------------------------
