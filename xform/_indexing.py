@@ -126,6 +126,17 @@ def advance(grid: Grid, coordinates: wp.vec4i):  # noqa: F811 -- a Warp overload
 
 
 @wp.func
+def carries(grid: FlatGrid, coordinates: wp.vec4i):
+    """Whether the next launch index leaves the innermost dimension: never, in a flat grid."""
+    return False
+
+
+@wp.func
+def carries(grid: Grid, coordinates: wp.vec4i):  # noqa: F811 -- a Warp overload
+    return coordinates[0] + 1 == grid.shape[0]
+
+
+@wp.func
 def element_index(coordinates: wp.vec4i, strides: wp.vec4i):
     """Index of the element an operand with these strides contributes at these coordinates."""
     return (
