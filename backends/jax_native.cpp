@@ -161,6 +161,9 @@ const char* run_launches(const int64_t* program, const int64_t* step, char* cons
   claim_launches(shared);
   // Launches claimed by tasks are running: wait for them to finish writing.
   while (__atomic_load_n(&shared->done, __ATOMIC_ACQUIRE) < count) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();  // leave the core's pipeline to the thread being waited for
+#endif
   }
   release(shared);
   return nullptr;
@@ -168,7 +171,7 @@ const char* run_launches(const int64_t* program, const int64_t* step, char* cons
 
 template <typename Scalar>
 void sum_parts(Scalar* total, const Scalar* parts, int64_t tiles, int64_t stride, int64_t count) {
-  // In the order NumPy's sum over the first axis adds them: bit for bit the same.
+  // Tile after tile, as the Python path adds them (`_launch._PartialSums`): bit for bit.
   for (int64_t i = 0; i < count; ++i) {
     Scalar sum = parts[i];
     for (int64_t t = 1; t < tiles; ++t) sum += parts[t * stride + i];
@@ -184,8 +187,11 @@ void sum_parts(Scalar* total, const Scalar* parts, int64_t tiles, int64_t stride
 typedef size_t (*CudaLaunch)(void* context, void* kernel, size_t size, int max_blocks,
                              int block_dim, int grid_stride, int cluster_dim, int shared_bytes,
                              void** params, void* stream, void* apic);
-// The driver's cuMemsetD8Async: nonzero on failure.
+// The driver's cuMemsetD8Async, cuCtxPushCurrent_v2 and cuCtxPopCurrent_v2: nonzero on
+// failure. The memset needs a current context, which XLA's thread may not have.
 typedef int (*CudaMemset)(uint64_t destination, unsigned char value, size_t size, void* stream);
+typedef int (*CudaPush)(void* context);
+typedef int (*CudaPop)(void** context);
 
 // [CUDA_LAUNCH, words, launcher, context, function, size, max blocks, block dim, grid
 //  stride, cluster dim, shared bytes, params, blob words, patches, param offsets...,
@@ -255,14 +261,17 @@ const char* xform_native_run(const int64_t* program, char** bases, int64_t given
       case LAUNCHES:
         failure = run_launches(program, step, all, buffers, api, context);
         break;
-      case SUM:  // [SUM, words, total, parts, tiles, stride, count, 8 for float64]
-        if (step[7] == 8)
-          sum_parts(reinterpret_cast<double*>(all[step[2]]),
-                    reinterpret_cast<const double*>(all[step[3]]), step[4], step[5], step[6]);
+      case SUM: {  // [SUM, words, total, offset, parts, offset, tiles, stride, count, itemsize]
+        char* total = all[step[2]] + step[3];
+        const char* parts = all[step[4]] + step[5];
+        if (step[9] == 8)
+          sum_parts(reinterpret_cast<double*>(total), reinterpret_cast<const double*>(parts),
+                    step[6], step[7], step[8]);
         else
-          sum_parts(reinterpret_cast<float*>(all[step[2]]),
-                    reinterpret_cast<const float*>(all[step[3]]), step[4], step[5], step[6]);
+          sum_parts(reinterpret_cast<float*>(total), reinterpret_cast<const float*>(parts),
+                    step[6], step[7], step[8]);
         break;
+      }
       case FAIL:
         failure = "xform native: a program's FAIL step (the error path's test)";
         break;
@@ -375,11 +384,20 @@ const char* xform_native_run_cuda(const int64_t* program, char** bases, int64_t 
   for (int64_t s = 0; s < program[H_STEPS] && failure == nullptr; ++s, step += step[1]) {
     if (step[0] == CUDA_LAUNCH) {
       failure = run_cuda_launch(step, bases, stream);
-    } else if (step[0] == CUDA_ZERO) {  // [CUDA_ZERO, words, memset, buffer, offset, bytes]
+    } else if (step[0] == CUDA_ZERO) {
+      // [CUDA_ZERO, words, memset, push, pop, context, buffer, offset, bytes]
       CudaMemset memset_async = reinterpret_cast<CudaMemset>(step[2]);
-      uint64_t address = reinterpret_cast<uint64_t>(bases[step[3]] + step[4]);
-      if (memset_async(address, 0, static_cast<size_t>(step[5]), stream) != 0)
-        failure = "xform native: a CUDA memset failed";
+      CudaPush push = reinterpret_cast<CudaPush>(step[3]);
+      CudaPop pop = reinterpret_cast<CudaPop>(step[4]);
+      uint64_t address = reinterpret_cast<uint64_t>(bases[step[6]] + step[7]);
+      if (push(reinterpret_cast<void*>(step[5])) != 0) {
+        failure = "xform native: could not make the CUDA context current";
+      } else {
+        if (memset_async(address, 0, static_cast<size_t>(step[8]), stream) != 0)
+          failure = "xform native: a CUDA memset failed";
+        void* popped = nullptr;
+        pop(&popped);
+      }
     } else {
       failure = step[0] == FAIL ? "xform native: a program's FAIL step (the error path's test)"
                                 : "xform native: a CPU step in a CUDA program";

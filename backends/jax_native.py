@@ -18,7 +18,8 @@ It leans on Warp internals, so it is used only where it is known to work:
   the Python FFI callback.
 
 On CUDA the same programs launch the kernels' CUfunctions on XLA's stream, with no Python
-per call (so also inside XLA's command buffers). That path is written but has not yet run
+per call (not yet declared safe for XLA's command buffers: XLA runs it between them). That
+path is written but has not yet run
 on a GPU: `warp.jax_callable` stays the CUDA path unless `XFORM_JAX_CUDA=native`, which
 self-tests it against the Python path on device 0 first (programs are recorded for
 cuda:0; other devices get an XLA error naming the switch).
@@ -169,31 +170,30 @@ def forced(path: str):
 
 def library() -> _Library | None:
     """The handler, registered with XLA as `TARGET` and self-tested, or None where it
-    cannot be used (with one warning, unless forced with XFORM_JAX_CPU=native)."""
-    if _state.get("forced") == "callback":
+    is not to be used (XFORM_JAX_CPU=callback, or `forced("callback")`) or cannot be
+    (with one warning; where XFORM_JAX_CPU=native or `forced("native")` asks for it,
+    `NativeUnavailable` instead)."""
+    wanted = _state.get("forced") or mode()
+    if wanted == "callback":
         return None
-    if "library" in _state:
-        return _state["library"]
-    with _lock:
-        if "library" in _state:
-            return _state["library"]
-        wanted = mode()
-        result = None
-        if wanted != "callback":
-            try:
-                result = _load()
-            except Exception as exc:
-                if wanted == "native":
-                    raise NativeUnavailable(f"XFORM_JAX_CPU=native, but {exc}") from exc
-                warnings.warn(
-                    f"xform: the native JAX CPU path is unavailable ({exc}); xform's ops "
-                    "run through the Python FFI callback (slower per call). "
-                    "XFORM_JAX_CPU=callback silences this.",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-        _state["library"] = result
-        return result
+    if "library" not in _state:
+        with _lock:
+            if "library" not in _state:
+                try:
+                    _state["library"], _state["why"] = _load(), ""
+                except Exception as exc:
+                    _state["library"], _state["why"] = None, str(exc)
+                    if wanted != "native":
+                        warnings.warn(
+                            f"xform: the native JAX CPU path is unavailable ({exc}); xform's "
+                            "ops run through the Python FFI callback (slower per call). "
+                            "XFORM_JAX_CPU=callback silences this.",
+                            RuntimeWarning,
+                            stacklevel=2,
+                        )
+    if _state["library"] is None and wanted == "native":
+        raise NativeUnavailable(f"XFORM_JAX_CPU=native, but {_state['why']}")
+    return _state["library"]
 
 
 def _load() -> _Library:
@@ -225,12 +225,15 @@ def program(
     from . import jax as adapter
 
     size = _itemsize(dtype)
-    launcher, memset = _cuda_entry_points() if device != "cpu" else (0, 0)
+    if len(_kept) >= MAX_PROGRAMS:  # each holds its launches' code loaded: the callback
+        return None
+    launcher, memset = _cuda_entry_points() if device != "cpu" else (0, (0, 0, 0))
     recorder = _program.Recorder(
         [math.prod(s) * size for s in input_shapes],
         [math.prod(s) * size for s in output_shapes],
         launcher,
         memset,
+        int(wp.get_device(device).context or 0) if device != "cpu" else 0,
     )
     inputs = [
         _launch.Buffer(recorder.pointer(k), tuple(s), str(np.dtype(dtype)), device, None)
@@ -246,6 +249,14 @@ def program(
         words = recorder.program()
     except _program.CaptureError:
         return None
+    except Exception as exc:  # Warp's internals not as recorded here: keep the Python path
+        warnings.warn(
+            f"xform: the native path could not record {op.name} ({product}): {exc!r}; it "
+            "runs through the Python FFI callback.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
     # Compiled XLA executables hold the program's address, and the program the launches'
     # code: both live as long as the process (even past `program.cache_clear()`).
     _kept.append((words, recorder.keep))
@@ -253,19 +264,24 @@ def program(
 
 
 _kept: list = []
+# Programs per process, past which new shapes take the Python callback: each keeps its
+# launches' modules loaded for the life of the process.
+MAX_PROGRAMS = 4096
 
 
 # --- CUDA ------------------------------------------------------------------------------------
 
 
 @functools.cache
-def _cuda_entry_points() -> tuple[int, int]:
-    """Warp's `wp_cuda_launch_kernel` and the driver's `cuMemsetD8Async`."""
+def _cuda_entry_points() -> tuple[int, tuple[int, int, int]]:
+    """Warp's `wp_cuda_launch_kernel`, and the driver's `cuMemsetD8Async`,
+    `cuCtxPushCurrent_v2` and `cuCtxPopCurrent_v2`."""
     from warp._src.context import runtime
 
     launcher = ctypes.cast(runtime.core.wp_cuda_launch_kernel, ctypes.c_void_p).value
-    memset = ctypes.cast(ctypes.CDLL("libcuda.so.1").cuMemsetD8Async, ctypes.c_void_p).value
-    return launcher, memset
+    driver = ctypes.CDLL("libcuda.so.1")
+    names = ("cuMemsetD8Async", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2")
+    return launcher, tuple(ctypes.cast(getattr(driver, n), ctypes.c_void_p).value for n in names)
 
 
 def cuda_library() -> _Library | None:
@@ -312,6 +328,7 @@ def _self_test(library: _Library, device: str = "cpu") -> None:
         ("transform_points", "vjp", [(3,), (4,), (big, 3)]),
         ("pose_multiply", "tangent", [(7, 3), (7, 4), (1, 3), (7, 4)]),
         ("quaternion_to_matrix", "vjp", [(2, 3, 4)]),
+        ("quaternion_slerp", "vjp", [(big, 4), (big, 4), ()]),  # a one-element partial sum
     ]
     for name, product, shapes in cases:
         for dtype in (np.float32, np.float64):

@@ -116,6 +116,39 @@ def test_broadcast_gradients_split_over_threads_agree(rng):
     np.testing.assert_allclose(native[0], want[0], rtol=1e-12)
 
 
+def test_partial_sums_over_many_threads_agree(rng, monkeypatch):
+    """A scalar t shared by 100k slerps, its gradient summed over 16 thread tiles (as on a
+    16-core machine): the partials added tile after tile on both paths. (NumPy's sum over
+    the tiles would add a single column pairwise, and differ in the last bit.)"""
+    from xform import _launch
+
+    monkeypatch.setattr(_launch, "THREADS", 16)
+    q1, q2 = (jnp.asarray(rng.normal(size=(100_000, 4))) for _ in range(2))
+    t = jnp.asarray(0.3)
+
+    def compute():
+        slerp = lambda q1, q2, t: xj.quaternion_slerp(q1, q2, t).sum()  # noqa: E731
+        return jax.jit(jax.grad(slerp, argnums=(0, 1, 2)))(q1, q2, t)
+
+    native, callback = both_paths(compute)
+    assert_same_bits(native, callback)
+    args = tuple(np.asarray(x) for x in (q1, q2, t))
+    want = xform.vjp("quaternion_slerp", args, np.ones((100_000, 4)))
+    np.testing.assert_allclose(native[2], want[2], rtol=1e-9)
+
+
+def test_forced_paths_override_the_environment(monkeypatch):
+    monkeypatch.setenv("XFORM_JAX_CPU", "callback")
+    assert jax_native.library() is None
+    with jax_native.forced("native"):
+        assert jax_native.library() is LIBRARY
+    monkeypatch.setenv("XFORM_JAX_CPU", "native")
+    with jax_native.forced("callback"):
+        assert jax_native.library() is None
+    with pytest.raises(ValueError, match="'fast'"), jax_native.forced("fast"):
+        pass
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 def test_registration_sums_agree(weighted, rng):
     """Sums over 30k points per set: partial sums per chunk, then their sum."""

@@ -2,8 +2,9 @@
 them again on other buffers of the same shapes, with no Python per call.
 
 The core's Python path is run once with a `Recorder` active (`_launch.recording`), on
-buffers whose addresses are sentinels: buffer k starts at (k + 1) * SPACING, an address
-range no process maps. The recorder keeps, for each kernel launch, the entry point of
+buffers whose addresses are sentinels: buffer k starts at SENTINELS + k * SPACING, beyond
+2^48, where no process maps memory (x86-64 and AArch64 user space ends below 2^47 and
+2^48). The recorder keeps, for each kernel launch, the entry point of
 Warp's compiled CPU kernel, its launch bounds and its argument struct as bytes, and where
 in the struct each array's data pointer lies and which buffer (and offset) it points into;
 zero-fills and the sums of per-thread partial gradients become steps of their own.
@@ -15,10 +16,12 @@ The program is an int64 array (`backends/jax_native.cpp` reads it):
 - each input's and output's size in bytes (the executor checks the call's buffers);
 - each scratch buffer's size in bytes (zeroed per call);
 - steps, each [kind, words, ...]:
-  ZERO [buffer, byte offset, bytes]; SUM [total, parts, tiles, stride, count, itemsize];
+  ZERO [buffer, byte offset, bytes];
+  SUM [total, byte offset, parts, byte offset, tiles, stride, count, itemsize];
   LAUNCHES [count, parallel, bound words, argument words, each launch's first word...],
   then each launch [entry, patches, bounds..., arguments..., (offset, buffer, delta)...];
-  on CUDA, CUDA_ZERO [memset, buffer, byte offset, bytes] and CUDA_LAUNCH [launcher,
+  on CUDA, CUDA_ZERO [memset, push, pop, context, buffer, byte offset, bytes] (the
+  driver's memset, inside the recording context pushed current) and CUDA_LAUNCH [launcher,
   context, function, size, max blocks, block dim, grid stride, cluster dim, shared bytes,
   params, blob words, patches, param offsets..., blob..., (offset, buffer, delta)...].
 Launches of one LAUNCHES step may run concurrently (the Python path's thread tiles).
@@ -39,6 +42,7 @@ MAGIC = 0x786630726D0001
 ZERO, LAUNCHES, SUM, FAIL, CUDA_LAUNCH, CUDA_ZERO = 1, 2, 3, 4, 5, 6
 HEADER_WORDS = 6
 SPACING = 1 << 40  # each sentinel buffer's address range
+SENTINELS = 1 << 48
 MAX_ARG_WORDS = 1024  # keep in step with jax_native.cpp
 MAX_BOUND_WORDS = 8
 MAX_BUFFERS = 256
@@ -63,7 +67,8 @@ class Recorder:
     # On CUDA: the addresses of Warp's `wp_cuda_launch_kernel` and the driver's
     # `cuMemsetD8Async`, which the executor calls on XLA's stream.
     cuda_launcher: int = 0
-    cuda_memset: int = 0
+    cuda_memset: tuple[int, int, int] = (0, 0, 0)  # cuMemsetD8Async, cuCtxPush/PopCurrent
+    cuda_context: int = 0
     scratch: list[int] = field(default_factory=list)
     steps: list[list[int]] = field(default_factory=list)
     keep: list = field(default_factory=list)  # the launches, whose code must stay loaded
@@ -75,12 +80,11 @@ class Recorder:
         return [*self.inputs, *self.outputs, *self.scratch]
 
     def pointer(self, k: int) -> int:
-        return (k + 1) * SPACING
+        return SENTINELS + k * SPACING
 
     def locate(self, address: int, nbytes: int = 0) -> tuple[int, int]:
         """(buffer, byte offset) of a sentinel address, checking the range lies inside."""
-        k, offset = divmod(address, SPACING)
-        k -= 1
+        k, offset = divmod(address - SENTINELS, SPACING)
         if not 0 <= k < len(self.sizes) or offset + nbytes > max(self.sizes[k], 0):
             raise CaptureError(f"address {address:#x} is in no buffer of the call")
         return k, offset
@@ -97,15 +101,16 @@ class Recorder:
     def zero(self, address: int, nbytes: int) -> None:
         k, offset = self.locate(address, nbytes)
         if self.cuda_launcher:
-            self.steps.append([CUDA_ZERO, 6, self.cuda_memset, k, offset, int(nbytes)])
+            step = [CUDA_ZERO, 9, *self.cuda_memset, self.cuda_context, k, offset, int(nbytes)]
+            self.steps.append(step)
         else:
             self.steps.append([ZERO, 5, k, offset, int(nbytes)])
 
     def sum_parts(self, total: int, parts: int, tiles: int, stride: int, count: int, itemsize):
         """total[i] = sum over t of parts[t * stride + i], t in order (NumPy's sum(0))."""
-        t, _ = self.locate(total, count * itemsize)
-        p, _ = self.locate(parts, (tiles * stride) * itemsize)
-        self.steps.append([SUM, 8, t, p, tiles, stride, count, itemsize])
+        t, t_offset = self.locate(total, count * itemsize)
+        p, p_offset = self.locate(parts, (tiles * stride) * itemsize)
+        self.steps.append([SUM, 10, t, t_offset, p, p_offset, tiles, stride, count, itemsize])
 
     @contextlib.contextmanager
     def group(self, parallel: bool):
