@@ -19,10 +19,10 @@ It leans on Warp internals, so it is used only where it is known to work:
 
 On CUDA the same programs launch the kernels' CUfunctions on XLA's stream, with no Python
 per call (not yet declared safe for XLA's command buffers: XLA runs it between them). That
-path is written but has not yet run
-on a GPU: `warp.jax_callable` stays the CUDA path unless `XFORM_JAX_CUDA=native`, which
-self-tests it against the Python path on device 0 first (programs are recorded for
-cuda:0; other devices get an XLA error naming the switch).
+path is written but has not yet run on a GPU: `warp.jax_callable` stays the CUDA path
+unless `XFORM_JAX_CUDA=native`, which self-tests it against the Python path on device 0
+first (programs are recorded for cuda:0; other devices get an XLA error naming the
+switch).
 
 `XFORM_JAX_CPU=native` or `=callback` forces either path (`native` raises where the
 handler cannot be had). `XFORM_JAX_NATIVE_SELF_TEST=fail` makes the self-test fail, to
@@ -103,13 +103,6 @@ class _Library:
         )(lookup("xform_native_run"))  # fmt: skip
         self.token = secrets.randbits(62) + 1
         ctypes.CFUNCTYPE(None, ctypes.c_int64)(lookup("xform_native_set_token"))(self.token)
-
-    def run_program(self, program: np.ndarray, buffers: list[np.ndarray]) -> None:
-        """Run a program on NumPy buffers on this thread (the self-test's way in)."""
-        bases = (ctypes.c_void_p * len(buffers))(*(b.ctypes.data for b in buffers))
-        failure = self.run(program.ctypes.data, bases, len(buffers), None, None)
-        if failure is not None:
-            raise RuntimeError(failure.decode())
 
 
 def _compiled() -> Path:
@@ -211,10 +204,6 @@ def _load() -> _Library:
 # --- programs ------------------------------------------------------------------------------
 
 
-def _itemsize(dtype) -> int:
-    return np.dtype(dtype).itemsize
-
-
 @functools.cache
 def program(
     op, product, prefix, needed, input_shapes, output_shapes, dtype, device="cpu"
@@ -224,7 +213,7 @@ def program(
     compiled XLA executable holds its address."""
     from . import jax as adapter
 
-    size = _itemsize(dtype)
+    size = np.dtype(dtype).itemsize
     if len(_kept) >= MAX_PROGRAMS:  # each holds its launches' code loaded: the callback
         return None
     launcher, memset = _cuda_entry_points() if device != "cpu" else (0, (0, 0, 0))
@@ -240,8 +229,8 @@ def program(
         for k, s in enumerate(input_shapes)
     ]
     outputs = []
-    for k, s in enumerate(output_shapes):
-        address, nbytes = recorder.pointer(len(input_shapes) + k), math.prod(s) * size
+    for k, nbytes in enumerate(recorder.outputs):
+        address = recorder.pointer(len(input_shapes) + k)
         outputs.append((address, functools.partial(recorder.zero, address, nbytes)))
     try:
         with _launch.recording(recorder):
@@ -387,16 +376,16 @@ def _check_case(library, op, product, shapes, dtype, rng, device="cpu") -> None:
         adapter._product(op, product, 0, needed)(buffers, pairs)
 
     def native(outputs):
-        if device == "cpu":
-            library.run_program(compiled, [*inputs, *outputs])
-            return
         buffers = [*inputs, *outputs]
-        bases = (ctypes.c_void_p * len(buffers))(*(b.ptr for b in buffers))
-        stream = wp.get_stream(device).cuda_stream
-        failure = library.run_cuda(compiled.ctypes.data, bases, len(buffers), stream)
+        bases = (ctypes.c_void_p * len(buffers))(*map(_address, buffers))
+        if device == "cpu":
+            failure = library.run(compiled.ctypes.data, bases, len(buffers), None, None)
+        else:
+            stream = wp.get_stream(device).cuda_stream
+            failure = library.run_cuda(compiled.ctypes.data, bases, len(buffers), stream)
+            wp.synchronize_device(device)
         if failure is not None:
             raise NativeUnavailable(failure.decode())
-        wp.synchronize_device(device)
 
     want = run(python)
     got = run(native)

@@ -350,8 +350,8 @@ def _run_body(op: Op, product: str) -> list[str]:
         if vjp and op.operands[k].differentiable:
             lines.append(f"sum{k} = {_zero(f'X{k}', op.operands[k].value_element)}")
     # Only a VJP runs strided (a GPU thread's run, see _launch._run_shape).
-    loop = ["if step != 1:", "    at = unravel(grid, i)", *("    " + x for x in recompute)]
-    loop = loop if vjp else []
+    strided = ["if step != 1:", "    at = unravel(grid, i)", *("    " + x for x in recompute)]
+    loop = strided if vjp else []
     # Operands read afresh at every index come last, after the (rarely taken) branches,
     # last operand first: measured, the point transforms' forward runs 10% faster on CPU
     # reading the points before the position than after it.

@@ -279,7 +279,7 @@ def _summing_tiles(plan: LaunchPlan, parts: int) -> tuple[Tile, ...]:
     )
 
 
-def _parts(operands: Operands, kind: str) -> int:
+def _parts(operands: Operands) -> int:
     if operands.device == "cpu" and operands.plan.size >= PARALLEL_MIN_ELEMENTS:
         return THREADS
     return 1
@@ -352,8 +352,13 @@ def recording(recorder):
         _local.recorder = None
 
 
+def _recorder():
+    """The recorder this thread's launches go to, or None: they run."""
+    return getattr(_local, "recorder", None)
+
+
 def _execute(launch: wp.Launch, stream) -> None:
-    recorder = getattr(_local, "recorder", None)
+    recorder = _recorder()
     if recorder is None:
         launch.launch(stream)
     else:
@@ -487,7 +492,7 @@ def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> 
             )
         _execute(launch, stream)
 
-    recorder = getattr(_local, "recorder", None)
+    recorder = _recorder()
     if recorder is not None:  # the tiles as one step whose launches may run concurrently
         with recorder.group(parallel=len(tiles) > 1 and parts > 1):
             for k in range(len(tiles)):
@@ -596,20 +601,17 @@ def forward(operands: Operands, allocate: Allocator) -> list[Any]:
 def _launch_product(operands: Operands, kind: str, params, first_result: int, pointers, allocate):
     """Launch the forward or tangent, given every array parameter but the results'. An op
     that sums over groups writes partial sums (allocated here) and then adds them up."""
-    if not _summing(operands.op, kind):
+    # (Where each sum is one chunk, that chunk's sum is the result: straight in.)
+    if not _summing(operands.op, kind) or _chunks(operands.plan.reduce) == 1:
         params += _result_params(operands, first_result, pointers)
-        _run(operands, kind, params, _parts(operands, kind))
-        return
-    if _chunks(operands.plan.reduce) == 1:  # each sum one chunk: straight into the results
-        params += _result_params(operands, first_result, pointers)
-        _run(operands, kind, params, _parts(operands, kind))
+        _run(operands, kind, params, _parts(operands))
         return
     shapes = _partial_shapes(operands.op, operands.plan)
     partials = [allocate(shape, operands.scalar, operands.device) for shape in shapes]
     partial_pointers = [ptr for _, ptr in partials]
     total = shapes[0][0]
     params = params + _result_params(operands, first_result, partial_pointers, total)
-    _run(operands, kind, params, _parts(operands, kind))
+    _run(operands, kind, params, _parts(operands))
     stream = None if operands.device == "cpu" else wp.get_stream(operands.device)
     _sum_partials(operands, kind, partial_pointers, pointers, stream)
 
@@ -660,7 +662,7 @@ def vjp(
         ]
         # Deep grids loop over overlapping outer tiles: their VJP stays on one thread.
         deep = len(operands.plan.grid) > _indexing.MAX_GRID_DIMS
-        parts = 1 if deep else _parts(operands, "vjp")
+        parts = 1 if deep else _parts(operands)
         partials = _partial_sums(operands, grad_buffers, parts)
         cotangent_pointers = [c.ptr for c in cotangent_buffers]
         params, grad_params = backward_params(operands, cotangent_pointers, grad_buffers)
@@ -698,7 +700,7 @@ class _PartialSums:
         self.count = math.prod(grad.shape)
         stride = -(-(self.count * self.dtype.itemsize + self.LINE) // self.LINE) * self.LINE
         self.stride, self.tiles = stride, tiles
-        self.recorder = getattr(_local, "recorder", None)
+        self.recorder = _recorder()
         if self.recorder is not None:
             self.base = self.recorder.allocate_scratch(tiles * stride)
         else:

@@ -64,16 +64,16 @@ class Recorder:
 
     inputs: list[int]
     outputs: list[int]
-    # On CUDA: the addresses of Warp's `wp_cuda_launch_kernel` and the driver's
-    # `cuMemsetD8Async`, which the executor calls on XLA's stream.
+    # On CUDA: the addresses of Warp's `wp_cuda_launch_kernel` and of the driver's
+    # `cuMemsetD8Async`, `cuCtxPushCurrent_v2` and `cuCtxPopCurrent_v2`, which the executor
+    # calls on XLA's stream, and the recording device's context.
     cuda_launcher: int = 0
-    cuda_memset: tuple[int, int, int] = (0, 0, 0)  # cuMemsetD8Async, cuCtxPush/PopCurrent
+    cuda_memset: tuple[int, int, int] = (0, 0, 0)
     cuda_context: int = 0
     scratch: list[int] = field(default_factory=list)
     steps: list[list[int]] = field(default_factory=list)
     keep: list = field(default_factory=list)  # the launches, whose code must stay loaded
     _group: list | None = None
-    _parallel: bool = False
 
     @property
     def sizes(self) -> list[int]:
@@ -107,7 +107,8 @@ class Recorder:
             self.steps.append([ZERO, 5, k, offset, int(nbytes)])
 
     def sum_parts(self, total: int, parts: int, tiles: int, stride: int, count: int, itemsize):
-        """total[i] = sum over t of parts[t * stride + i], t in order (NumPy's sum(0))."""
+        """total[i] = sum over t of parts[t * stride + i], tile after tile, as
+        `_launch._PartialSums` adds them."""
         t, t_offset = self.locate(total, count * itemsize)
         p, p_offset = self.locate(parts, (tiles * stride) * itemsize)
         self.steps.append([SUM, 10, t, t_offset, p, p_offset, tiles, stride, count, itemsize])
@@ -115,7 +116,7 @@ class Recorder:
     @contextlib.contextmanager
     def group(self, parallel: bool):
         """Launches that may run concurrently (one per thread tile)."""
-        self._group, self._parallel = [], parallel
+        self._group = []
         try:
             yield
             if self._group:
@@ -183,13 +184,9 @@ class Recorder:
         struct = type("Args", (ctypes.Structure,), {"_fields_": fields})
         args = struct(*params[1:])
         patches = []
-        for name, kind in fields:
-            if not _is_array(kind):
-                continue
-            data = ctypes.c_uint64.from_buffer(args, getattr(struct, name).offset).value
-            if data:
-                k, offset = self.locate(data)
-                patches.append((getattr(struct, name).offset, k, offset))
+        for (name, kind), param in zip(fields, params[1:]):
+            if _is_array(kind):
+                patches += self._array_patch(param, getattr(struct, name).offset)
         bounds, arguments = _words(bytes(params[0])), _words(bytes(args))
         if len(bounds) > MAX_BOUND_WORDS or len(arguments) > MAX_ARG_WORDS:
             raise CaptureError("the launch's arguments exceed the executor's limits")
@@ -209,10 +206,7 @@ class Recorder:
             blob += bytes(-len(blob) % 16)
             offsets.append(len(blob))
             if index > 0 and _is_array(type(param)):
-                data = ctypes.c_uint64.from_buffer_copy(bytes(param)[:8]).value
-                if data:
-                    k, offset = self.locate(data)
-                    patches.append((len(blob), k, offset))
+                patches += self._array_patch(param, len(blob))
             blob += bytes(param)
         words = _words(blob)
         if len(words) > MAX_ARG_WORDS or len(offsets) > 64:
@@ -227,6 +221,13 @@ class Recorder:
         step[1] = len(step)
         self.steps.append(step)
         self.keep.append(launch)
+
+    def _array_patch(self, array, at: int) -> list[tuple[int, int, int]]:
+        """The patch (byte `at` in the arguments, buffer, byte offset) that points an
+        array argument (`array_t`, its data pointer first) into its buffer; none for a
+        null array."""
+        data = ctypes.c_uint64.from_buffer_copy(bytes(array)[:8]).value
+        return [(at, *self.locate(data))] if data else []
 
 
 def _is_array(kind: type) -> bool:
