@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from helpers import as_tuple
+from helpers import as_tuple, check_grads
 from reference import normalized, random_rotations, skew, special_procrustes
 from scipy import stats
 from scipy.spatial.transform import Rotation, Slerp
@@ -24,7 +24,6 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import xform.backends.jax as xj  # noqa: E402
 import xform.backends.torch as xt  # noqa: E402
-from jax.test_util import check_grads  # noqa: E402
 
 from xform._op import derived  # noqa: E402
 
@@ -135,16 +134,19 @@ def test_euler_round_trips_in_scipy_ranges(convention, rng):
 
 @pytest.mark.parametrize("convention", ["xyz", "ZXZ"])
 def test_euler_gradients(convention, rng):
+    # Away from gimbal lock, where the angles' derivatives grow like 1/sin(middle angle).
     angles = rng.uniform(-1.2, 1.2, size=(3, 3))
+    if convention[0].lower() == convention[2].lower():
+        angles[:, 1] = rng.uniform(0.4, np.pi - 0.4, 3)
     args = (torch.from_numpy(angles).requires_grad_(),)
     for name in ("euler_to_quaternion", "euler_to_matrix"):
         fn = getattr(xt, name)
         assert torch.autograd.gradcheck(lambda a, fn=fn: fn(a, convention), args,
                                         check_forward_ad=True)  # fmt: skip
     q = jnp.asarray(Rotation.from_euler(convention, angles).as_quat(scalar_first=True))
-    check_grads(lambda x: xj.quaternion_to_euler(x, convention), (q,), 1, modes=("fwd", "rev"))
+    check_grads(lambda x: xj.quaternion_to_euler(x, convention), (q,))
     m = jnp.asarray(Rotation.from_euler(convention, angles).as_matrix())
-    check_grads(lambda x: xj.matrix_to_euler(x, convention), (m,), 1, modes=("fwd", "rev"))
+    check_grads(lambda x: xj.matrix_to_euler(x, convention), (m,))
 
 
 def test_euler_vmap_in_both_frameworks(rng):
@@ -193,7 +195,7 @@ def test_rotation_6d_gradients_in_both_frameworks(rng):
     assert torch.autograd.gradcheck(
         xt.rotation_6d_to_matrix, (torch.from_numpy(d6).requires_grad_(),), check_forward_ad=True
     )
-    check_grads(xj.rotation_6d_to_matrix, (jnp.asarray(d6),), 1, modes=("fwd", "rev"))
+    check_grads(xj.rotation_6d_to_matrix, (jnp.asarray(d6),))
 
 
 # --- slerp and SE(3) interpolation ------------------------------------------------------------
@@ -354,7 +356,7 @@ def test_procrustes_gradients_in_both_frameworks(rng):
     assert torch.autograd.gradcheck(
         xt.special_procrustes, (torch.from_numpy(m).requires_grad_(),), check_forward_ad=True
     )
-    check_grads(xj.special_procrustes, (jnp.asarray(m),), 1, modes=("fwd", "rev"))
+    check_grads(xj.special_procrustes, (jnp.asarray(m),))
 
 
 def test_procrustes_closed_form_equals_warps_adjoint_of_svd(rng):
@@ -478,7 +480,7 @@ def test_registration_gradients_in_both_frameworks(weighted, scale, rng):
 
     tensors = [torch.from_numpy(a).requires_grad_() for a in arrays]
     assert torch.autograd.gradcheck(run_torch, tensors, check_forward_ad=True)
-    check_grads(run_jax, tuple(map(jnp.asarray, arrays)), 1, modes=("fwd", "rev"))
+    check_grads(run_jax, tuple(map(jnp.asarray, arrays)))
 
 
 def test_registration_pose_closed_forms_equal_the_derived_ones(rng):
