@@ -6,6 +6,7 @@ import warp as wp
 
 from .._op import define_op
 from .quaternion import (
+    normalize_tangent,
     quat_conjugate,
     quat_matrix_vjp,
     quat_multiply,
@@ -195,6 +196,43 @@ def rotation_6d_to_matrix(d6: Any):
 
 
 @wp.func
+def rotation_6d_to_matrix_tangent(d6: Any, d_d6: Any):
+    a = wp.vector(d6[0], d6[1], d6[2])
+    b = wp.vector(d6[3], d6[4], d6[5])
+    length_a = wp.length(a)
+    first = a / length_a
+    d_first = normalize_tangent(first, length_a, wp.vector(d_d6[0], d_d6[1], d_d6[2]))
+    along = wp.dot(first, b)
+    u = b - along * first
+    d_b = wp.vector(d_d6[3], d_d6[4], d_d6[5])
+    d_u = d_b - (wp.dot(d_first, b) + wp.dot(first, d_b)) * first - along * d_first
+    length_u = wp.length(u)
+    second = u / length_u
+    d_second = normalize_tangent(second, length_u, d_u)
+    d_third = wp.cross(d_first, second) + wp.cross(first, d_second)
+    return rows_to_matrix(d_first, d_second, d_third)
+
+
+@wp.func
+def rotation_6d_to_matrix_vjp(d6: Any, g: Any):
+    # <g2, first x second> = <second x g2, first> = <g2 x first, second>.
+    a = wp.vector(d6[0], d6[1], d6[2])
+    b = wp.vector(d6[3], d6[4], d6[5])
+    length_a = wp.length(a)
+    first = a / length_a
+    along = wp.dot(first, b)
+    u = b - along * first
+    length_u = wp.length(u)
+    second = u / length_u
+    u_bar = normalize_tangent(second, length_u, g[1] + wp.cross(g[2], first))
+    along_bar = -wp.dot(u_bar, first)
+    b_bar = u_bar + along_bar * first
+    first_bar = g[0] + wp.cross(second, g[2]) - along * u_bar + along_bar * b
+    a_bar = normalize_tangent(first, length_a, first_bar)
+    return wp.vector(a_bar[0], a_bar[1], a_bar[2], b_bar[0], b_bar[1], b_bar[2])
+
+
+@wp.func
 def matrix_to_rotation_6d(m: Any):
     return wp.vector(m[0, 0], m[0, 1], m[0, 2], m[1, 0], m[1, 1], m[1, 2])
 
@@ -219,6 +257,8 @@ ROTATION_6D_TO_MATRIX = define_op(
     rotation_6d_to_matrix,
     operands={"d6": (6,)},
     results={"out_matrix": (3, 3)},
+    tangent=rotation_6d_to_matrix_tangent,
+    vjp=rotation_6d_to_matrix_vjp,
     doc="Zhou et al.'s 6D representation: Gram-Schmidt of a = d6[:3] and b = d6[3:], which "
     "become the first two rows (pytorch3d's convention); the third row is their cross "
     "product.",

@@ -147,6 +147,35 @@ def quat_normalize(q: Any):
 
 
 @wp.func
+def normalize_tangent(unit: Any, length: Any, d: Any):
+    """d(v / |v|) along d, given unit = v / |v| and length = |v|; also the VJP, the
+    derivative being symmetric."""
+    return (d - wp.dot(unit, d) * unit) / length
+
+
+@wp.func
+def quat_normalize_tangent(q: Any, dq: Any):
+    length = wp.length(q)
+    return normalize_tangent(q / length, length, dq)
+
+
+@wp.func
+def quat_multiply_tangent(a: Any, b: Any, da: Any, db: Any):
+    return quat_multiply(da, b) + quat_multiply(a, db)
+
+
+@wp.func
+def quaternion_rotate_tangent(q: Any, v: Any, dq: Any, dv: Any):
+    return quat_rotate_tangent(q, dq, v, dv)
+
+
+@wp.func
+def quaternion_rotate_vjp(q: Any, v: Any, g: Any):
+    """The cotangents of q and of v, R(q)^T g = R(q*) g."""
+    return quat_rotate_vjp(q, v, g), quat_rotate(quat_conjugate(q), g)
+
+
+@wp.func
 def quat_standardize(q: Any):
     """q or -q, whichever has w >= 0 (the same rotation)."""
     if q[0] < type(q[0])(0.0):
@@ -159,6 +188,7 @@ QUATERNION_MULTIPLY = define_op(
     quat_multiply,
     operands={"quaternion": (4,), "quaternion2": (4,)},
     results={"out_quaternion": (4,)},
+    tangent=quat_multiply_tangent,
     vjp=quat_multiply_vjp,
     doc="The Hamilton product q1 q2 (the rotation q2, then q1).",
 )
@@ -184,6 +214,8 @@ QUATERNION_NORMALIZE = define_op(
     quat_normalize,
     operands={"quaternion": (4,)},
     results={"out_quaternion": (4,)},
+    tangent=quat_normalize_tangent,
+    vjp=quat_normalize_tangent,
     doc="q / |q|.",
 )
 
@@ -200,5 +232,7 @@ QUATERNION_ROTATE = define_op(
     quat_rotate,
     operands={"quaternion": (4,), "vector": (3,)},
     results={"out_vector": (3,)},
+    tangent=quaternion_rotate_tangent,
+    vjp=quaternion_rotate_vjp,
     doc="q (0, v) q*: the rotation of v by q / |q|, times |q|^2.",
 )

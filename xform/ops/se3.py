@@ -17,11 +17,20 @@ from .so3 import (
     cosine_remainder,
     hat,
     left_jacobian,
+    left_jacobian_coefficients,
     left_jacobian_inverse,
+    left_jacobian_inverse_coefficients,
     sine_remainder,
     sine_remainder2,
+    skew_quadratic,
+    skew_quadratic_tangent,
+    skew_quadratic_vjp,
     so3_exp,
+    so3_exp_tangent,
+    so3_exp_vjp,
     so3_log,
+    so3_log_tangent,
+    so3_log_vjp,
 )
 from .transforms import homogeneous
 
@@ -62,9 +71,50 @@ def se3_exp(xi: Any):
 
 
 @wp.func
+def se3_exp_tangent(xi: Any, d_xi: Any):
+    omega = omega_of(xi)
+    d_omega = omega_of(d_xi)
+    a, a_slope, b, b_slope = left_jacobian_coefficients(wp.dot(omega, omega))
+    d_jacobian = skew_quadratic_tangent(omega, a, a_slope, b, b_slope, d_omega)
+    d_position = d_jacobian @ rho_of(xi) + skew_quadratic(omega, a, b) @ rho_of(d_xi)
+    return d_position, so3_exp_tangent(omega, d_omega)
+
+
+@wp.func
+def se3_exp_vjp(xi: Any, g_position: Any, g_quaternion: Any):
+    # <g, J rho> = <g rho^T, J>: the Jacobian's cotangent is an outer product.
+    omega = omega_of(xi)
+    a, a_slope, b, b_slope = left_jacobian_coefficients(wp.dot(omega, omega))
+    g_jacobian = wp.outer(g_position, rho_of(xi))
+    omega_bar = skew_quadratic_vjp(omega, a, a_slope, b, b_slope, g_jacobian)
+    omega_bar = omega_bar + so3_exp_vjp(omega, g_quaternion)
+    return twist(wp.transpose(skew_quadratic(omega, a, b)) @ g_position, omega_bar)
+
+
+@wp.func
 def se3_log(position: Any, quaternion: Any):
     omega = so3_log(quaternion)
     return twist(left_jacobian_inverse(omega) @ position, omega)
+
+
+@wp.func
+def se3_log_tangent(position: Any, quaternion: Any, d_position: Any, d_quaternion: Any):
+    omega = so3_log(quaternion)
+    d_omega = so3_log_tangent(quaternion, d_quaternion)
+    a, a_slope, b, b_slope = left_jacobian_inverse_coefficients(wp.dot(omega, omega))
+    d_inverse = skew_quadratic_tangent(omega, a, a_slope, b, b_slope, d_omega)
+    return twist(d_inverse @ position + skew_quadratic(omega, a, b) @ d_position, d_omega)
+
+
+@wp.func
+def se3_log_vjp(position: Any, quaternion: Any, g: Any):
+    omega = so3_log(quaternion)
+    a, a_slope, b, b_slope = left_jacobian_inverse_coefficients(wp.dot(omega, omega))
+    g_rho = rho_of(g)
+    g_inverse = wp.outer(g_rho, position)
+    omega_bar = omega_of(g) + skew_quadratic_vjp(omega, a, a_slope, b, b_slope, g_inverse)
+    position_bar = wp.transpose(skew_quadratic(omega, a, b)) @ g_rho
+    return position_bar, so3_log_vjp(quaternion, omega_bar)
 
 
 @wp.func
@@ -152,6 +202,8 @@ SE3_EXP = define_op(
     se3_exp,
     operands=_TWIST,
     results={"out_position": (3,), "out_quaternion": (4,)},
+    tangent=se3_exp_tangent,
+    vjp=se3_exp_vjp,
     doc="exp(xi) for xi = [rho, omega]: the pose (J_l(omega) rho, so3_exp(omega)).",
 )
 SE3_LOG = define_op(
@@ -159,6 +211,8 @@ SE3_LOG = define_op(
     se3_log,
     operands={"position": (3,), "quaternion": (4,)},
     results={"out_xi": (6,)},
+    tangent=se3_log_tangent,
+    vjp=se3_log_vjp,
     doc="log(T) = [J_l(omega)^-1 t, omega] with omega = so3_log(q); the inverse of se3_exp "
     "for |omega| < pi.",
 )

@@ -9,6 +9,10 @@ its closed form above. Angles come from `atan2`, never `acos` (whose derivative 
 infinite at 0 and pi), and the logarithm divides by the largest quaternion component
 (Shepperd) for matrices near 180 degrees.
 
+Rodrigues' matrix and the Jacobians are each I + a(x) K + b(x) K^2, K = [omega]x, x =
+theta^2: one closed-form tangent and VJP (`skew_quadratic_*`) serves them all, given a, b
+and their slopes in x (the series' derivatives below x = 1, closed forms above).
+
 References for the formulas: Barfoot, "State Estimation for Robotics" (2017), section 7.1;
 Sola et al., "A micro Lie theory for state estimation in robotics" (2018).
 """
@@ -18,7 +22,7 @@ from typing import Any
 import warp as wp
 
 from .._op import define_op
-from .conversions import matrix_to_quat
+from .conversions import matrix_to_quat, matrix_to_quat_tangent, matrix_to_quat_vjp
 from .quaternion import quat_conjugate, quat_multiply, vector_part
 
 _F64x9 = wp.types.vector(9, wp.float64)
@@ -164,6 +168,15 @@ def horner(x: Any, c: Any):
 
 
 @wp.func
+def horner_slope(x: Any, c: Any):
+    """d/dx of horner(x, c): sum_k k c[k] x^(k - 1)."""
+    total = type(x)(wp.float64(8.0) * c[8])
+    for k in range(7, 0, -1):
+        total = total * x + type(x)(wp.float64(k) * c[k])
+    return total
+
+
+@wp.func
 def sin_over(x: Any):
     """sin(theta) / theta, for x = theta^2."""
     if x < type(x)(SERIES_BELOW):
@@ -216,6 +229,93 @@ def jacobian_inverse_coefficient(x: Any):
     theta = wp.sqrt(x)
     half = type(x)(0.5) * theta
     return (type(x)(1.0) - half * wp.cos(half) / wp.sin(half)) / x
+
+
+@wp.func
+def rodrigues_coefficients(x: Any):
+    """Rodrigues' a = sin(theta)/theta, b = (1 - cos(theta))/theta^2, and their slopes in x."""
+    if x < type(x)(SERIES_BELOW):
+        return (
+            horner(x, SIN_SERIES),
+            horner_slope(x, SIN_SERIES),
+            horner(x, COS_SERIES),
+            horner_slope(x, COS_SERIES),
+        )
+    theta = wp.sqrt(x)
+    a = wp.sin(theta) / theta
+    b = one_minus_cos_over(x)
+    two_x = type(x)(2.0) * x
+    return a, (wp.cos(theta) - a) / two_x, b, (a - type(x)(2.0) * b) / two_x
+
+
+@wp.func
+def left_jacobian_coefficients(x: Any):
+    """J_l's a = (1 - cos(theta))/theta^2, b = (theta - sin(theta))/theta^3, and their
+    slopes in x: a' = (sin(theta)/theta - 2a) / 2x, b' = (a - 3b) / 2x."""
+    if x < type(x)(SERIES_BELOW):
+        return (
+            horner(x, COS_SERIES),
+            horner_slope(x, COS_SERIES),
+            horner(x, SINE_REMAINDER_SERIES),
+            horner_slope(x, SINE_REMAINDER_SERIES),
+        )
+    theta = wp.sqrt(x)
+    sine = wp.sin(theta) / theta
+    a = one_minus_cos_over(x)
+    b = (type(x)(1.0) - sine) / x
+    two_x = type(x)(2.0) * x
+    return a, (sine - type(x)(2.0) * a) / two_x, b, (a - type(x)(3.0) * b) / two_x
+
+
+@wp.func
+def left_jacobian_inverse_coefficients(x: Any):
+    """J_l^-1's a = -1/2 and b = jacobian_inverse_coefficient(x) = (1 - h cot(h)) / x,
+    h = theta / 2, and their slopes in x (b' = -(d(h cot h)/dx + b) / x)."""
+    a = type(x)(-0.5)
+    zero = type(x)(0.0)
+    if x < type(x)(SERIES_BELOW):
+        return a, zero, horner(x, JACOBIAN_INVERSE_SERIES), horner_slope(x, JACOBIAN_INVERSE_SERIES)
+    theta = wp.sqrt(x)
+    half = type(x)(0.5) * theta
+    sine = wp.sin(half)
+    cotangent = wp.cos(half) / sine
+    b = (type(x)(1.0) - half * cotangent) / x
+    d_half_cotangent = (cotangent - half / (sine * sine)) / (type(x)(4.0) * theta)
+    return a, zero, b, -(d_half_cotangent + b) / x
+
+
+@wp.func
+def skew_quadratic(omega: Any, a: Any, b: Any):
+    """I + a K + b K^2 for K = [omega]x, with K^2 = omega omega^T - |omega|^2 I."""
+    x = wp.dot(omega, omega)
+    return identity3(x) + a * hat(omega) + b * (wp.outer(omega, omega) - x * identity3(x))
+
+
+@wp.func
+def skew_quadratic_tangent(omega: Any, a: Any, a_slope: Any, b: Any, b_slope: Any, d_omega: Any):
+    """d(I + a(x) K + b(x) K^2) along d_omega, x = |omega|^2, given a, b and their slopes."""
+    x = wp.dot(omega, omega)
+    dx = type(x)(2.0) * wp.dot(omega, d_omega)
+    k2 = wp.outer(omega, omega) - x * identity3(x)
+    dk2 = wp.outer(d_omega, omega) + wp.outer(omega, d_omega) - dx * identity3(x)
+    return (dx * a_slope) * hat(omega) + (dx * b_slope) * k2 + a * hat(d_omega) + b * dk2
+
+
+@wp.func
+def skew_quadratic_vjp(omega: Any, a: Any, a_slope: Any, b: Any, b_slope: Any, g: Any):
+    """The cotangent of omega from the cotangent g of I + a(x) K + b(x) K^2:
+    <g, K> = omega . 2vee(g) and <g, K^2> = omega^T g omega - x tr(g)."""
+    x = wp.dot(omega, omega)
+    two = type(x)(2.0)
+    skew = two * vee(g)
+    trace = wp.trace(g)
+    g_omega = g @ omega
+    x_bar = a_slope * wp.dot(omega, skew) + b_slope * (wp.dot(omega, g_omega) - x * trace)
+    return (
+        (two * x_bar) * omega
+        + a * skew
+        + b * (g_omega + wp.transpose(g) @ omega - (two * trace) * omega)
+    )
 
 
 @wp.func
@@ -356,8 +456,19 @@ def rodrigues(omega: Any):
     """The rotation matrix exp([omega]x) = I + sin(theta)/theta [omega]x
     + (1 - cos(theta))/theta^2 [omega]x^2."""
     x = wp.dot(omega, omega)
-    k = hat(omega)
-    return identity3(x) + sin_over(x) * k + one_minus_cos_over(x) * (k @ k)
+    return skew_quadratic(omega, sin_over(x), one_minus_cos_over(x))
+
+
+@wp.func
+def rodrigues_tangent(omega: Any, d_omega: Any):
+    a, a_slope, b, b_slope = rodrigues_coefficients(wp.dot(omega, omega))
+    return skew_quadratic_tangent(omega, a, a_slope, b, b_slope, d_omega)
+
+
+@wp.func
+def rodrigues_vjp(omega: Any, g: Any):
+    a, a_slope, b, b_slope = rodrigues_coefficients(wp.dot(omega, omega))
+    return skew_quadratic_vjp(omega, a, a_slope, b, b_slope, g)
 
 
 @wp.func
@@ -368,11 +479,32 @@ def matrix_log(m: Any):
 
 
 @wp.func
+def matrix_log_tangent(m: Any, dm: Any):
+    return so3_log_tangent(matrix_to_quat(m), matrix_to_quat_tangent(m, dm))
+
+
+@wp.func
+def matrix_log_vjp(m: Any, g: Any):
+    return matrix_to_quat_vjp(m, so3_log_vjp(matrix_to_quat(m), g))
+
+
+@wp.func
 def left_jacobian(omega: Any):
     """J_l = I + (1 - cos(theta))/theta^2 [omega]x + (theta - sin(theta))/theta^3 [omega]x^2."""
     x = wp.dot(omega, omega)
-    k = hat(omega)
-    return identity3(x) + one_minus_cos_over(x) * k + sine_remainder(x) * (k @ k)
+    return skew_quadratic(omega, one_minus_cos_over(x), sine_remainder(x))
+
+
+@wp.func
+def left_jacobian_tangent(omega: Any, d_omega: Any):
+    a, a_slope, b, b_slope = left_jacobian_coefficients(wp.dot(omega, omega))
+    return skew_quadratic_tangent(omega, a, a_slope, b, b_slope, d_omega)
+
+
+@wp.func
+def left_jacobian_vjp(omega: Any, g: Any):
+    a, a_slope, b, b_slope = left_jacobian_coefficients(wp.dot(omega, omega))
+    return skew_quadratic_vjp(omega, a, a_slope, b, b_slope, g)
 
 
 @wp.func
@@ -380,8 +512,19 @@ def left_jacobian_inverse(omega: Any):
     """J_l^-1 = I - [omega]x / 2
     + (1/theta^2 - (1 + cos(theta))/(2 theta sin(theta))) [omega]x^2."""
     x = wp.dot(omega, omega)
-    k = hat(omega)
-    return identity3(x) - type(x)(0.5) * k + jacobian_inverse_coefficient(x) * (k @ k)
+    return skew_quadratic(omega, type(x)(-0.5), jacobian_inverse_coefficient(x))
+
+
+@wp.func
+def left_jacobian_inverse_tangent(omega: Any, d_omega: Any):
+    a, a_slope, b, b_slope = left_jacobian_inverse_coefficients(wp.dot(omega, omega))
+    return skew_quadratic_tangent(omega, a, a_slope, b, b_slope, d_omega)
+
+
+@wp.func
+def left_jacobian_inverse_vjp(omega: Any, g: Any):
+    a, a_slope, b, b_slope = left_jacobian_inverse_coefficients(wp.dot(omega, omega))
+    return skew_quadratic_vjp(omega, a, a_slope, b, b_slope, g)
 
 
 @wp.func
@@ -390,8 +533,28 @@ def right_jacobian(omega: Any):
 
 
 @wp.func
+def right_jacobian_tangent(omega: Any, d_omega: Any):
+    return left_jacobian_tangent(-omega, -d_omega)
+
+
+@wp.func
+def right_jacobian_vjp(omega: Any, g: Any):
+    return -left_jacobian_vjp(-omega, g)
+
+
+@wp.func
 def right_jacobian_inverse(omega: Any):
     return left_jacobian_inverse(-omega)
+
+
+@wp.func
+def right_jacobian_inverse_tangent(omega: Any, d_omega: Any):
+    return left_jacobian_inverse_tangent(-omega, -d_omega)
+
+
+@wp.func
+def right_jacobian_inverse_vjp(omega: Any, g: Any):
+    return -left_jacobian_inverse_vjp(-omega, g)
 
 
 @wp.func
@@ -473,6 +636,8 @@ AXIS_ANGLE_TO_MATRIX = define_op(
     rodrigues,
     operands={"axis_angle": (3,)},
     results={"out_matrix": (3, 3)},
+    tangent=rodrigues_tangent,
+    vjp=rodrigues_vjp,
     doc="Rodrigues: I + sin(theta)/theta [omega]x + (1 - cos(theta))/theta^2 [omega]x^2.",
 )
 MATRIX_TO_AXIS_ANGLE = define_op(
@@ -480,6 +645,8 @@ MATRIX_TO_AXIS_ANGLE = define_op(
     matrix_log,
     operands={"matrix": (3, 3)},
     results={"out_axis_angle": (3,)},
+    tangent=matrix_log_tangent,
+    vjp=matrix_log_vjp,
     doc="The rotation vector of a rotation matrix, |angle| <= pi: so3_log of Shepperd's "
     "quaternion (accurate at and near 180 degrees).",
 )
@@ -502,6 +669,8 @@ SO3_LEFT_JACOBIAN = define_op(
     left_jacobian,
     operands=_TANGENT,
     results={"out_jacobian": (3, 3)},
+    tangent=left_jacobian_tangent,
+    vjp=left_jacobian_vjp,
     doc="J_l(omega) = I + (1 - cos(theta))/theta^2 [omega]x "
     "+ (theta - sin(theta))/theta^3 [omega]x^2; J_r(omega) = J_l(-omega).",
 )
@@ -510,6 +679,8 @@ SO3_LEFT_JACOBIAN_INVERSE = define_op(
     left_jacobian_inverse,
     operands=_TANGENT,
     results={"out_jacobian": (3, 3)},
+    tangent=left_jacobian_inverse_tangent,
+    vjp=left_jacobian_inverse_vjp,
     doc="J_l(omega)^-1 = I - [omega]x / 2 + (1/theta^2 - (1 + cos(theta))/(2 theta "
     "sin(theta))) [omega]x^2, for |omega| < 2 pi.",
 )
@@ -518,6 +689,8 @@ SO3_RIGHT_JACOBIAN = define_op(
     right_jacobian,
     operands=_TANGENT,
     results={"out_jacobian": (3, 3)},
+    tangent=right_jacobian_tangent,
+    vjp=right_jacobian_vjp,
     doc="J_r(omega) = J_l(-omega).",
 )
 SO3_RIGHT_JACOBIAN_INVERSE = define_op(
@@ -525,6 +698,8 @@ SO3_RIGHT_JACOBIAN_INVERSE = define_op(
     right_jacobian_inverse,
     operands=_TANGENT,
     results={"out_jacobian": (3, 3)},
+    tangent=right_jacobian_inverse_tangent,
+    vjp=right_jacobian_inverse_vjp,
     doc="J_r(omega)^-1 = J_l(-omega)^-1, for |omega| < 2 pi.",
 )
 ROTATION_ANGLE = define_op(
