@@ -185,30 +185,36 @@ def rows_to_matrix(a: Any, b: Any, c: Any):
 
 
 @wp.func
-def rotation_6d_to_matrix(d6: Any):
-    """Gram-Schmidt of the two 3-vectors: they become the first two rows."""
+def gram_schmidt(d6: Any):
+    """The 6D representation's two rows, a / |a| and the unit part of b orthogonal to it,
+    with what the products reuse: 1 / |a|, the component of b along the first, and
+    1 / |b - along first|."""
     a = wp.vector(d6[0], d6[1], d6[2])
     b = wp.vector(d6[3], d6[4], d6[5])
-    first = a / wp.length(a)
-    b = b - wp.dot(first, b) * first
-    second = b / wp.length(b)
+    one = type(d6[0])(1.0)
+    inverse_a = one / wp.length(a)
+    first = a * inverse_a
+    along = wp.dot(first, b)
+    u = b - along * first
+    inverse_u = one / wp.length(u)
+    return first, u * inverse_u, inverse_a, along, inverse_u
+
+
+@wp.func
+def rotation_6d_to_matrix(d6: Any):
+    """Gram-Schmidt of the two 3-vectors: they become the first two rows."""
+    first, second, inverse_a, along, inverse_u = gram_schmidt(d6)
     return rows_to_matrix(first, second, wp.cross(first, second))
 
 
 @wp.func
 def rotation_6d_to_matrix_tangent(d6: Any, d_d6: Any):
-    a = wp.vector(d6[0], d6[1], d6[2])
+    first, second, inverse_a, along, inverse_u = gram_schmidt(d6)
+    d_first = normalize_tangent(first, inverse_a, wp.vector(d_d6[0], d_d6[1], d_d6[2]))
     b = wp.vector(d6[3], d6[4], d6[5])
-    length_a = wp.length(a)
-    first = a / length_a
-    d_first = normalize_tangent(first, length_a, wp.vector(d_d6[0], d_d6[1], d_d6[2]))
-    along = wp.dot(first, b)
-    u = b - along * first
     d_b = wp.vector(d_d6[3], d_d6[4], d_d6[5])
     d_u = d_b - (wp.dot(d_first, b) + wp.dot(first, d_b)) * first - along * d_first
-    length_u = wp.length(u)
-    second = u / length_u
-    d_second = normalize_tangent(second, length_u, d_u)
+    d_second = normalize_tangent(second, inverse_u, d_u)
     d_third = wp.cross(d_first, second) + wp.cross(first, d_second)
     return rows_to_matrix(d_first, d_second, d_third)
 
@@ -216,19 +222,13 @@ def rotation_6d_to_matrix_tangent(d6: Any, d_d6: Any):
 @wp.func
 def rotation_6d_to_matrix_vjp(d6: Any, g: Any):
     # <g2, first x second> = <second x g2, first> = <g2 x first, second>.
-    a = wp.vector(d6[0], d6[1], d6[2])
-    b = wp.vector(d6[3], d6[4], d6[5])
-    length_a = wp.length(a)
-    first = a / length_a
-    along = wp.dot(first, b)
-    u = b - along * first
-    length_u = wp.length(u)
-    second = u / length_u
-    u_bar = normalize_tangent(second, length_u, g[1] + wp.cross(g[2], first))
+    first, second, inverse_a, along, inverse_u = gram_schmidt(d6)
+    u_bar = normalize_tangent(second, inverse_u, g[1] + wp.cross(g[2], first))
     along_bar = -wp.dot(u_bar, first)
-    b_bar = u_bar + along_bar * first
+    b = wp.vector(d6[3], d6[4], d6[5])
     first_bar = g[0] + wp.cross(second, g[2]) - along * u_bar + along_bar * b
-    a_bar = normalize_tangent(first, length_a, first_bar)
+    a_bar = normalize_tangent(first, inverse_a, first_bar)
+    b_bar = u_bar + along_bar * first
     return wp.vector(a_bar[0], a_bar[1], a_bar[2], b_bar[0], b_bar[1], b_bar[2])
 
 

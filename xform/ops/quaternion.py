@@ -147,16 +147,17 @@ def quat_normalize(q: Any):
 
 
 @wp.func
-def normalize_tangent(unit: Any, length: Any, d: Any):
-    """d(v / |v|) along d, given unit = v / |v| and length = |v|; also the VJP, the
-    derivative being symmetric."""
-    return (d - wp.dot(unit, d) * unit) / length
+def normalize_tangent(unit: Any, inverse_length: Any, d: Any):
+    """d(v / |v|) along d, given unit = v / |v| and 1 / |v|; also the VJP, the derivative
+    being symmetric. (One division per vector, not one per component: divisions bound
+    these products on a CPU.)"""
+    return (d - wp.dot(unit, d) * unit) * inverse_length
 
 
 @wp.func
 def quat_normalize_tangent(q: Any, dq: Any):
-    length = wp.length(q)
-    return normalize_tangent(q / length, length, dq)
+    inverse_length = type(q[0])(1.0) / wp.length(q)
+    return normalize_tangent(q * inverse_length, inverse_length, dq)
 
 
 @wp.func

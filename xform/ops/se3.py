@@ -20,6 +20,9 @@ from .so3 import (
     left_jacobian_coefficients,
     left_jacobian_inverse,
     left_jacobian_inverse_coefficients,
+    log_parts,
+    log_pull,
+    log_push,
     sine_remainder,
     sine_remainder2,
     skew_quadratic,
@@ -29,8 +32,6 @@ from .so3 import (
     so3_exp_tangent,
     so3_exp_vjp,
     so3_log,
-    so3_log_tangent,
-    so3_log_vjp,
 )
 from .transforms import homogeneous
 
@@ -99,8 +100,9 @@ def se3_log(position: Any, quaternion: Any):
 
 @wp.func
 def se3_log_tangent(position: Any, quaternion: Any, d_position: Any, d_quaternion: Any):
-    omega = so3_log(quaternion)
-    d_omega = so3_log_tangent(quaternion, d_quaternion)
+    u, sign, k, k_n2, k_w = log_parts(quaternion)
+    omega = (sign * k) * u
+    d_omega = log_push(u, sign, k, k_n2, k_w, d_quaternion)
     a, a_slope, b, b_slope = left_jacobian_inverse_coefficients(wp.dot(omega, omega))
     d_inverse = skew_quadratic_tangent(omega, a, a_slope, b, b_slope, d_omega)
     return twist(d_inverse @ position + skew_quadratic(omega, a, b) @ d_position, d_omega)
@@ -108,13 +110,14 @@ def se3_log_tangent(position: Any, quaternion: Any, d_position: Any, d_quaternio
 
 @wp.func
 def se3_log_vjp(position: Any, quaternion: Any, g: Any):
-    omega = so3_log(quaternion)
+    u, sign, k, k_n2, k_w = log_parts(quaternion)
+    omega = (sign * k) * u
     a, a_slope, b, b_slope = left_jacobian_inverse_coefficients(wp.dot(omega, omega))
     g_rho = rho_of(g)
     g_inverse = wp.outer(g_rho, position)
     omega_bar = omega_of(g) + skew_quadratic_vjp(omega, a, a_slope, b, b_slope, g_inverse)
     position_bar = wp.transpose(skew_quadratic(omega, a, b)) @ g_rho
-    return position_bar, so3_log_vjp(quaternion, omega_bar)
+    return position_bar, log_pull(u, sign, k, k_n2, k_w, omega_bar)
 
 
 @wp.func

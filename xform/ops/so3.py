@@ -415,40 +415,52 @@ def log_scale(n2: Any, w: Any):
 
 
 @wp.func
+def log_parts(q: Any):
+    """What so3_log and its products share: u = vec(q), the sign of w, and log_scale's k
+    and partials at (|u|^2, |w|)."""
+    u = vector_part(q)
+    sign = type(q[0])(1.0)
+    if q[0] < type(q[0])(0.0):
+        sign = type(q[0])(-1.0)
+    k, k_n2, k_w = log_scale(wp.dot(u, u), sign * q[0])
+    return u, sign, k, k_n2, k_w
+
+
+@wp.func
 def so3_log(q: Any):
     """The rotation vector of q / |q| (or of -q: the same rotation), |omega| <= pi:
     2 atan2(|u|, |w|) u / |u| with the sign of w, q = (w, u); for |u| << |w|, the series of
     atan(r) / r. Invariant to the scale and the sign of q."""
-    u = vector_part(q)
-    sign = type(q[0])(1.0)
-    if q[0] < type(q[0])(0.0):
-        sign = type(q[0])(-1.0)
-    k, k_n2, k_w = log_scale(wp.dot(u, u), sign * q[0])
+    u, sign, k, k_n2, k_w = log_parts(q)
     return (sign * k) * u
 
 
 @wp.func
-def so3_log_tangent(q: Any, dq: Any):
-    u = vector_part(q)
-    sign = type(q[0])(1.0)
-    if q[0] < type(q[0])(0.0):
-        sign = type(q[0])(-1.0)
-    k, k_n2, k_w = log_scale(wp.dot(u, u), sign * q[0])
+def log_push(u: Any, sign: Any, k: Any, k_n2: Any, k_w: Any, dq: Any):
+    """so3_log's tangent along dq, from log_parts."""
     du = vector_part(dq)
     dk = k_n2 * type(k)(2.0) * wp.dot(u, du) + k_w * sign * dq[0]
     return sign * (k * du + dk * u)
 
 
 @wp.func
-def so3_log_vjp(q: Any, g: Any):
-    u = vector_part(q)
-    sign = type(q[0])(1.0)
-    if q[0] < type(q[0])(0.0):
-        sign = type(q[0])(-1.0)
-    k, k_n2, k_w = log_scale(wp.dot(u, u), sign * q[0])
+def log_pull(u: Any, sign: Any, k: Any, k_n2: Any, k_w: Any, g: Any):
+    """so3_log's VJP of the cotangent g, from log_parts."""
     gu = sign * wp.dot(g, u)  # the cotangent of k
     u_bar = (sign * k) * g + (type(k)(2.0) * k_n2 * gu) * u
     return wp.vector(sign * k_w * gu, u_bar[0], u_bar[1], u_bar[2])
+
+
+@wp.func
+def so3_log_tangent(q: Any, dq: Any):
+    u, sign, k, k_n2, k_w = log_parts(q)
+    return log_push(u, sign, k, k_n2, k_w, dq)
+
+
+@wp.func
+def so3_log_vjp(q: Any, g: Any):
+    u, sign, k, k_n2, k_w = log_parts(q)
+    return log_pull(u, sign, k, k_n2, k_w, g)
 
 
 @wp.func
