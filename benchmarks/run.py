@@ -4,7 +4,9 @@
                          [--no-compile] [--out DIR]
 
 For each op, size (points or poses) and mode (forward, forward+backward) it times, as
-medians of repeated runs after warm-up:
+medians of repeated runs after warm-up. Forward + backward is the forward and the VJP of
+a cotangent of ones that the program cannot see: `torch.autograd.grad` (nothing added
+into `.grad`), and under `jax.jit` the cotangent as an argument.
 
 - xform through PyTorch, through `jax.jit`, and on NumPy (on CUDA: on Warp arrays);
 - the PyTorch formulas (`peers.TORCH`) eagerly and under `torch.compile`;
@@ -158,8 +160,8 @@ def torch_runner(fn, arrays, backward, device):
         return lambda: (fn(*tensors), sync())
     cotangents = [torch.ones_like(r) for r in as_tuple(fn(*tensors))]
 
-    def run():
-        torch.autograd.backward(as_tuple(fn(*tensors)), cotangents)
+    def run():  # the gradients returned: none accumulated into `.grad` (NOTES 26)
+        torch.autograd.grad(as_tuple(fn(*tensors)), tensors, cotangents, allow_unused=True)
         sync()
 
     return run
@@ -183,14 +185,16 @@ def jax_runner(fn, arrays, backward, device, cpu_path=None):
         with jax_native.forced(cpu_path) if cpu_path else contextlib.nullcontext():
             outs = as_tuple(fn(*values))
         cotangents = tuple(jnp.ones_like(o) for o in outs)
-        single = len(outs) == 1
+        cotangents = cotangents[0] if len(outs) == 1 else cotangents
 
+        # The cotangents as arguments, as in torch: a constant would be folded into the
+        # program (NOTES 26).
         @jax.jit
-        def forward_backward(*args):
+        def forward_backward(cotangents, *args):
             out, pullback = jax.vjp(fn, *args)
-            return out, pullback(cotangents[0] if single else cotangents)
+            return out, pullback(cotangents)
 
-        run = lambda: jax.block_until_ready(forward_backward(*values))  # noqa: E731
+        run = lambda: jax.block_until_ready(forward_backward(cotangents, *values))  # noqa: E731
     if cpu_path is not None:
         with jax_native.forced(cpu_path):
             run()  # traced and compiled here, then reused
