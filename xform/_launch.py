@@ -357,19 +357,76 @@ def _recorder():
     return getattr(_local, "recorder", None)
 
 
-def _execute(launch: wp.Launch, stream) -> None:
+class Reusable:
+    """A recorded Warp launch whose array parameters are rewritten in place on every call.
+
+    Each array parameter is one ctypes struct made once and handed to Warp once; a call
+    rewrites its pointer and length (~0.3 µs, where making a struct costs ~2 µs). On CPU
+    the kernel's entry point is called with an argument struct kept from call to call, as
+    `Launch.launch` would call it after rebuilding that struct field by field (~5 µs):
+    the array structs are views into it. Small calls spent a third of their time on
+    these (benchmarks/NOTES.md, 27)."""
+
+    def __init__(self, launch: wp.Launch):
+        self.launch = launch
+        self.arrays: dict[int, Any] = {}
+        self.args = None
+        hooks, params = launch.hooks, launch.params
+        if (
+            launch.device.is_cpu
+            and not launch.adjoint
+            and launch.block_dim <= 1
+            and getattr(hooks, "forward", None)
+        ):
+            labels = [arg.label for arg in launch.kernel.adj.args]
+            fields = list(zip(labels, (type(p) for p in params[1:])))
+            if len(fields) == len(params) - 1:
+                self.args = type("Args", (ctypes.Structure,), {"_fields_": fields})(*params[1:])
+                self.labels = labels
+                self.entry, self.bounds = hooks.forward, ctypes.byref(params[0])
+                self.args_ref = ctypes.byref(self.args)
+
+    def set_array(self, index: int, ptr: int, element, scalar: type, offset: int, total: int):
+        """Array parameter `index`: the `total - offset` elements from element `offset` of
+        the memory at `ptr` (a null array where `ptr` is 0)."""
+        array = self.arrays.get(index)
+        if array is None:
+            size = _element_bytes(element, scalar)
+            if self.args is None:
+                struct = ARRAY_T(grad=0, ndim=1, strides=(size,))
+            else:  # a view into the argument struct: rewriting it rewrites the argument
+                struct = getattr(self.args, self.labels[index])
+                struct.grad, struct.ndim, struct.strides[0] = 0, 1, size
+            self.launch.set_param_at_index_from_ctype(index, struct)
+            array = self.arrays[index] = struct, struct.shape, size
+        struct, shape, size = array
+        if ptr:
+            struct.data, shape[0] = ptr + offset * size, total - offset
+        else:
+            struct.data, shape[0] = 0, 0
+
+    def run(self, stream) -> None:
+        if self.args is not None:
+            self.entry(self.bounds, self.args_ref)
+        else:
+            self.launch.launch(stream)
+
+
+def _execute(launch: Reusable | wp.Launch, stream) -> None:
     recorder = _recorder()
-    if recorder is None:
-        launch.launch(stream)
+    if recorder is not None:
+        recorder.launch(launch.launch if isinstance(launch, Reusable) else launch)
+    elif isinstance(launch, Reusable):
+        launch.run(stream)
     else:
-        recorder.launch(launch)
+        launch.launch(stream)
 
 
 def _vec4(values, fill: int) -> wp.vec4i:
     return wp.vec4i(*(list(values) + [fill] * (_indexing.MAX_GRID_DIMS - len(values))))
 
 
-def _recorded(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> wp.Launch:
+def _recorded(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> Reusable:
     """A recorded launch of `op`'s kernel for one tile, with its grid and strides set;
     one per thread, as the caller sets its array parameters."""
     cache = getattr(_local, "launches", None)
@@ -382,7 +439,7 @@ def _recorded(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> wp.La
         cache.move_to_end(key)
         return launch
     with _record_lock:  # Warp's launch recording (module loading) is not thread-safe
-        launch = cache[key] = record(op, kind, scalar, device, tile)
+        launch = cache[key] = Reusable(record(op, kind, scalar, device, tile))
     if len(cache) > 256:
         cache.popitem(last=False)
     return launch
@@ -487,9 +544,7 @@ def _run(operands: Operands, kind: str, arrays: list[tuple], parts: int = 1) -> 
             if callable(ptr):  # a per-tile buffer
                 ptr = ptr(k)
             offset = tile.offsets[operand] if operand is not None else tile.result_offset
-            launch.set_param_at_index_from_ctype(
-                index, _array_param(ptr, element, operands.scalar, offset, total)
-            )
+            launch.set_array(index, ptr, element, operands.scalar, offset, total)
         _execute(launch, stream)
 
     recorder = _recorder()
