@@ -35,6 +35,7 @@ import warp as wp
 from . import _codegen, _indexing
 from ._layout import LaunchPlan, plan_launch
 from ._op import Op
+from ._program import argument_struct
 
 FLOAT_TYPES = {"float32": wp.float32, "float64": wp.float64}
 
@@ -371,20 +372,16 @@ class Reusable:
         self.launch = launch
         self.arrays: dict[int, Any] = {}
         self.args = None
-        hooks, params = launch.hooks, launch.params
         if (
             launch.device.is_cpu
             and not launch.adjoint
             and launch.block_dim <= 1
-            and getattr(hooks, "forward", None)
+            and getattr(launch.hooks, "forward", None)
         ):
-            labels = [arg.label for arg in launch.kernel.adj.args]
-            fields = list(zip(labels, (type(p) for p in params[1:])))
-            if len(fields) == len(params) - 1:
-                self.args = type("Args", (ctypes.Structure,), {"_fields_": fields})(*params[1:])
-                self.labels = labels
-                self.entry, self.bounds = hooks.forward, ctypes.byref(params[0])
-                self.args_ref = ctypes.byref(self.args)
+            self.args = argument_struct(launch)
+        if self.args is not None:
+            self.entry, self.bounds = launch.hooks.forward, ctypes.byref(launch.params[0])
+            self.args_ref = ctypes.byref(self.args)
 
     def set_array(self, index: int, ptr: int, element, scalar: type, offset: int, total: int):
         """Array parameter `index`: the `total - offset` elements from element `offset` of
@@ -395,7 +392,7 @@ class Reusable:
             if self.args is None:
                 struct = ARRAY_T(grad=0, ndim=1, strides=(size,))
             else:  # a view into the argument struct: rewriting it rewrites the argument
-                struct = getattr(self.args, self.labels[index])
+                struct = getattr(self.args, self.args._fields_[index][0])
                 struct.grad, struct.ndim, struct.strides[0] = 0, 1, size
             self.launch.set_param_at_index_from_ctype(index, struct)
             array = self.arrays[index] = struct, struct.shape, size

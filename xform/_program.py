@@ -177,17 +177,14 @@ class Recorder:
         entry = ctypes.cast(launch.hooks.forward, ctypes.c_void_p).value
         if not entry:
             raise CaptureError("the kernel has no CPU entry point")
-        params = launch.params
-        fields = [(arg.label, type(p)) for arg, p in zip(launch.kernel.adj.args, params[1:])]
-        if len(fields) != len(params) - 1:
+        args = argument_struct(launch)
+        if args is None:
             raise CaptureError("the launch's parameters do not match its kernel's arguments")
-        struct = type("Args", (ctypes.Structure,), {"_fields_": fields})
-        args = struct(*params[1:])
         patches = []
-        for (name, kind), param in zip(fields, params[1:]):
+        for (name, kind), param in zip(args._fields_, launch.params[1:]):
             if _is_array(kind):
-                patches += self._array_patch(param, getattr(struct, name).offset)
-        bounds, arguments = _words(bytes(params[0])), _words(bytes(args))
+                patches += self._array_patch(param, getattr(type(args), name).offset)
+        bounds, arguments = _words(bytes(launch.params[0])), _words(bytes(args))
         if len(bounds) > MAX_BOUND_WORDS or len(arguments) > MAX_ARG_WORDS:
             raise CaptureError("the launch's arguments exceed the executor's limits")
         return entry, bounds, arguments, patches
@@ -228,6 +225,17 @@ class Recorder:
         null array."""
         data = ctypes.c_uint64.from_buffer_copy(bytes(array)[:8]).value
         return [(at, *self.locate(data))] if data else []
+
+
+def argument_struct(launch) -> ctypes.Structure | None:
+    """The struct of arguments that Warp's CPU `invoke` passes a launch's entry point,
+    filled from the launch's parameters as they stand: a field per kernel argument, named
+    by its label. None where the parameters do not match the kernel's arguments."""
+    params = launch.params
+    fields = [(arg.label, type(p)) for arg, p in zip(launch.kernel.adj.args, params[1:])]
+    if len(fields) != len(params) - 1:
+        return None
+    return type("Args", (ctypes.Structure,), {"_fields_": fields})(*params[1:])
 
 
 def _is_array(kind: type) -> bool:
