@@ -14,7 +14,7 @@ from helpers import as_tuple, check_grads
 from reference import rotation_matrix
 
 import xform
-from xform.ops.quaternion import quat_rotate, quat_rotate_tangent, quat_rotate_vjp, quat_to_matrix
+from xform.ops.quaternion import quat_rotate, quat_rotate_tangent, quat_rotate_vjp
 
 # --- two user ops, as a user writes them (each well under 15 lines) ----------------------
 
@@ -53,8 +53,8 @@ def scaled_rotate_tangent(q: Any, p: Any, s: Any, dq: Any, dp: Any, ds: Any):
 
 @wp.func
 def scaled_rotate_vjp(q: Any, p: Any, s: Any, g: Any):
-    back = wp.transpose(quat_to_matrix(q)) @ g
-    return s * quat_rotate_vjp(q, p, g), s * back, wp.dot(quat_rotate(q, p), g)
+    q_bar, p_bar = quat_rotate_vjp(q, p, g)
+    return s * q_bar, s * p_bar, wp.dot(quat_rotate(q, p), g)
 
 
 SCALED_ROTATE_CLOSED = xform.define_op(
@@ -351,10 +351,13 @@ def test_a_summing_op_differentiates_every_way(rng):
     gp, gww = xform.vjp(WEIGHTED_SUM, (p, w), (g, gw))
     np.testing.assert_allclose(gp, w[..., None] * g[:, None], atol=1e-13)
     np.testing.assert_allclose(gww, (p * g[:, None]).sum(-1) + gw[:, None], atol=1e-13)
-    # a large VJP split over threads, and one whose sums all fall into one result
+    # a large VJP split over threads (runs of points that cross from one sum into the
+    # next: 20,000 is no multiple of a run), and one whose sums all fall into one result
     p, w = rng.normal(size=(4, 20_000, 3)), rng.uniform(size=(4, 20_000))
-    gp, _ = xform.vjp(WEIGHTED_SUM, (p, w), (g[:1].repeat(4, 0), gw[:1].repeat(4)))
-    np.testing.assert_allclose(gp, w[..., None] * g[0], atol=1e-13)
+    g4, gw4 = rng.normal(size=(4, 3)), rng.normal(size=4)
+    gp, gww = xform.vjp(WEIGHTED_SUM, (p, w), (g4, gw4))
+    np.testing.assert_allclose(gp, w[..., None] * g4[:, None], atol=1e-13)
+    np.testing.assert_allclose(gww, (p * g4[:, None]).sum(-1) + gw4[:, None], atol=1e-13)
     gp, _ = xform.vjp(WEIGHTED_SUM, (p[0], w[0]), (g[0], gw[0]))
     np.testing.assert_allclose(gp, w[0, :, None] * g[0], atol=1e-13)
 

@@ -4,10 +4,10 @@ Every op is one element function plus its `Op` entry (`_op.py`). From them this 
 writes the kernels' Python source, with concrete element types for float32 and float64
 and a launch grid of either kind (`FlatGrid`, `Grid`), and lets Warp compile it. A kernel
 reads each operand at the element its strides select (`_indexing.py`), calls element
-functions, and writes results at the launch index. Ops that ask for runs (`Op.runs`)
-loop over a run of launch indices per thread: a prepared operand is prepared once per
-distinct element, and a VJP sums each operand's cotangent in registers until that
-operand's element changes.
+functions, and writes results at the launch index. Ops that ask for runs (`Op.runs`),
+and the VJPs of ops that sum over groups, loop over a run of launch indices per thread:
+a prepared operand is prepared once per distinct element, and a VJP sums each operand's
+cotangent in registers until that operand's element changes.
 
 **Reverse mode** calls an element VJP, `vjp(x_1..x_n, g_1..g_r) -> (x̄_1..x̄_n)`: the op's
 closed form where given, else Warp's adjoint of `<function(x), g>`, through `wp.grad`
@@ -262,13 +262,14 @@ def _evaluate(op: Op, product: str) -> tuple[list[str], list[str]]:
     return [f"{_tuple(ys)} = TG({_tuple(xs + dxs)})"], ys
 
 
-def _compute(op: Op, product: str) -> list[str]:
+def _compute(op: Op, product: str, group: str = "i / grid.reduce") -> list[str]:
     """The per-index work once every x<k> (and dx<k>) is loaded: call the element
     function, write results (forward, tangent) or give the VJP's values as b<k>."""
     n, r = len(op.operands), len(op.results)
     if product == "vjp":
-        # An op that sums over groups reads each sum's cotangent at every summand.
-        at = "i / grid.reduce" if op.reduced else "i"
+        # An op that sums over groups reads each sum's cotangent at every summand: that of
+        # the summand's `group`.
+        at = group if op.reduced else "i"
         xs = [f"x{k}" for k in range(n)] + [f"gr{j}[{at}]" for j in range(r)]
         return [f"{_tuple([f'b{k}' for k in range(n)])} = V({_tuple(xs)})"]
     lines, ys = _evaluate(op, product)
@@ -341,8 +342,17 @@ def _run_body(op: Op, product: str) -> list[str]:
         k for k, o in enumerate(op.operands) if o.prepare is not None or (vjp and o.differentiable)
     ]
     recompute = [f"e{k} = element_index(at, s{k})" for k in range(n)]
+    # The VJP of an op that sums over groups counts its place in the summands' group
+    # (`within`) rather than divide for the group at every index.
+    counted = vjp and bool(op.reduced)
+
+    def regroup(index: str) -> list[str]:
+        return [f"group = {index} / grid.reduce", f"within = {index} - group * grid.reduce"]
+
     lines = ["first, last, step = run_bounds(grid, wp.tid())", "at = unravel(grid, first)"]
     lines += recompute
+    if counted:
+        lines += regroup("first")
     for k in cached:
         lines.append(f"i{k} = e{k}")
         if op.operands[k].prepare is not None:
@@ -351,6 +361,8 @@ def _run_body(op: Op, product: str) -> list[str]:
             lines.append(f"sum{k} = {_zero(f'X{k}', op.operands[k].value_element)}")
     # Only a VJP runs strided (a GPU thread's run, see _launch._run_shape).
     strided = ["if step != 1:", "    at = unravel(grid, i)", *("    " + x for x in recompute)]
+    if counted:
+        strided += ["    " + line for line in regroup("i")]
     loop = strided if vjp else []
     # Operands read afresh at every index come last, after the (rarely taken) branches,
     # last operand first: measured, the point transforms' forward runs 10% faster on CPU
@@ -371,9 +383,12 @@ def _run_body(op: Op, product: str) -> list[str]:
         loop += ["    " + line for line in change]
         if o.prepare is None:
             loop.append(f"x{k} = a{k}[e{k}]")
-    loop += _compute(op, product)
+    loop += _compute(op, product, group="group")
     if vjp:
         loop += [f"sum{k} = sum{k} + b{k}" for k in cached if op.operands[k].differentiable]
+    if counted:
+        loop += ["within = within + 1", "if within == grid.reduce:", "    within = 0"]
+        loop += ["    group = group + 1"]
     loop += ["if carries(grid, at):", "    at = advance(grid, at)"]
     loop += ["    " + x for x in recompute]
     loop += ["else:", "    at = wp.vec4i(at[0] + 1, at[1], at[2], at[3])"]
@@ -421,7 +436,7 @@ def kernels(op: Op, product: str, scalar: type) -> dict:
     if summing:
         body = _reduce_body(op, product)
     else:
-        body = _run_body(op, product) if op.runs else _simple_body(op, product)
+        body = _run_body(op, product) if op.loops_over_runs(product) else _simple_body(op, product)
     source = _adjoint_anchor(op, product)
     if summing:
         source += _sum_partials_source(op)

@@ -447,7 +447,7 @@ def _run_shape(op: Op, kind: str, device: str, tile: Tile) -> tuple[int, int]:
     on CPU, runs of CPU_RUN consecutive indices; on a GPU, a VJP that adds into a shared
     (broadcast) gradient takes every step-th index in a run of GPU_RUN, summing in
     registers before one add per run and element, and everything else one index."""
-    if not op.runs:
+    if not op.loops_over_runs(kind):
         return 1, 1
     if device == "cpu":
         return CPU_RUN, 1

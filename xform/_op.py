@@ -116,6 +116,12 @@ class Op:
         groups = dict.fromkeys(g for o in self.operands if not o.single for g in o.batch)
         return tuple(g for g in groups if g not in kept)
 
+    def loops_over_runs(self, product: str) -> bool:
+        """Whether the kernels of `product` loop over runs of launch indices: where the op
+        asks, and for the VJP of an op that sums over groups (a group's summands read one
+        cotangent, and the gradients of its per-group operands are sums over the group)."""
+        return self.runs or (product == "vjp" and bool(self.reduced))
+
     @functools.cached_property
     def launch_batch(self) -> tuple[str, ...]:
         """The groups a launch covers: the results', then those summed over (innermost)."""

@@ -66,15 +66,16 @@ def nearest_rotation(m: Any):
 
 
 @wp.func
-def nearest_rotation_tangent(m: Any, dm: Any):
-    u, s, v = signed_svd(m)
-    return u @ skew_over_sums(wp.transpose(u) @ dm @ v, s) @ wp.transpose(v)
+def nearest_rotation_derivative(u: Any, s: Any, v: Any, d: Any):
+    """dR along dM = d, given the signed SVD of M; the map is self-adjoint (the skew part
+    of a matrix, scaled per entry), so it is also the VJP of a cotangent d."""
+    return u @ skew_over_sums(wp.transpose(u) @ d @ v, s) @ wp.transpose(v)
 
 
 @wp.func
-def nearest_rotation_vjp(m: Any, g: Any):
+def nearest_rotation_tangent(m: Any, dm: Any):
     u, s, v = signed_svd(m)
-    return u @ skew_over_sums(wp.transpose(u) @ g @ v, s) @ wp.transpose(v)
+    return nearest_rotation_derivative(u, s, v, dm)
 
 
 SPECIAL_PROCRUSTES = define_op(
@@ -83,7 +84,7 @@ SPECIAL_PROCRUSTES = define_op(
     operands={"matrix": (3, 3)},
     results={"out_rotation": (3, 3)},
     tangent=nearest_rotation_tangent,
-    vjp=nearest_rotation_vjp,
+    vjp=nearest_rotation_tangent,
     doc="The rotation nearest to M (Frobenius): U V^T for M = U diag(s) V^T with U, V "
     "rotations (the sign of det(M) on the smallest singular value). Its derivative "
     "divides by sums of singular values, so it is stable where they are close or equal.",
@@ -107,19 +108,92 @@ def unweighted_sums(points: Any, targets: Any):
 
 
 @wp.func
+def centroids(total: Any, point_sum: Any, target_sum: Any):
+    """The set's centroids and 1 / total: one division per point, not one per component
+    of each (divisions bound the per-point code of the moments on a CPU, NOTES 29)."""
+    inverse = type(total)(1.0) / total
+    return inverse * point_sum, inverse * target_sum, inverse
+
+
+@wp.func
 def weighted_moments(
     points: Any, targets: Any, weights: Any, total: Any, point_sum: Any, target_sum: Any
 ):
     """w y~ p~^T and w |p~|^2 about the centroids (sums / total weight): two passes, so far
     from the origin nothing cancels."""
-    p = points - point_sum / total
-    y = targets - target_sum / total
+    point_mean, target_mean, _inverse = centroids(total, point_sum, target_sum)
+    p = points - point_mean
+    y = targets - target_mean
     return weights * wp.outer(y, p), weights * wp.dot(p, p)
+
+
+@wp.func
+def weighted_moments_tangent(
+    points: Any, targets: Any, weights: Any, total: Any, point_sum: Any, target_sum: Any,
+    d_points: Any, d_targets: Any, d_weights: Any, d_total: Any, d_point_sum: Any,
+    d_target_sum: Any,
+):  # fmt: skip
+    point_mean, target_mean, inverse = centroids(total, point_sum, target_sum)
+    p = points - point_mean
+    y = targets - target_mean
+    dp = d_points - inverse * (d_point_sum - d_total * point_mean)
+    dy = d_targets - inverse * (d_target_sum - d_total * target_mean)
+    two = type(total)(2.0)
+    return (
+        d_weights * wp.outer(y, p) + weights * (wp.outer(dy, p) + wp.outer(y, dp)),
+        d_weights * wp.dot(p, p) + (two * weights) * wp.dot(p, dp),
+    )
+
+
+@wp.func
+def weighted_moments_vjp(
+    points: Any, targets: Any, weights: Any, total: Any, point_sum: Any, target_sum: Any,
+    g_moment: Any, g_variance: Any,
+):  # fmt: skip
+    """The centroids' cotangents are summed over a set's points, where they cancel (the
+    centred points sum to zero) but for rounding: kept, so that the op is exact alone."""
+    point_mean, target_mean, inverse = centroids(total, point_sum, target_sum)
+    p = points - point_mean
+    y = targets - target_mean
+    moment_p = g_moment @ p
+    p_bar = weights * (wp.transpose(g_moment) @ y + (type(total)(2.0) * g_variance) * p)
+    y_bar = weights * moment_p
+    return (
+        p_bar,
+        y_bar,
+        wp.dot(y, moment_p) + g_variance * wp.dot(p, p),
+        inverse * (wp.dot(p_bar, point_mean) + wp.dot(y_bar, target_mean)),
+        -inverse * p_bar,
+        -inverse * y_bar,
+    )
 
 
 @wp.func
 def unweighted_moments(points: Any, targets: Any, total: Any, point_sum: Any, target_sum: Any):
     return weighted_moments(points, targets, type(total)(1.0), total, point_sum, target_sum)
+
+
+@wp.func
+def unweighted_moments_tangent(
+    points: Any, targets: Any, total: Any, point_sum: Any, target_sum: Any,
+    d_points: Any, d_targets: Any, d_total: Any, d_point_sum: Any, d_target_sum: Any,
+):  # fmt: skip
+    zero, one = type(total)(0.0), type(total)(1.0)
+    return weighted_moments_tangent(
+        points, targets, one, total, point_sum, target_sum,
+        d_points, d_targets, zero, d_total, d_point_sum, d_target_sum,
+    )  # fmt: skip
+
+
+@wp.func
+def unweighted_moments_vjp(
+    points: Any, targets: Any, total: Any, point_sum: Any, target_sum: Any,
+    g_moment: Any, g_variance: Any,
+):  # fmt: skip
+    p_bar, y_bar, _w_bar, total_bar, point_sum_bar, target_sum_bar = weighted_moments_vjp(
+        points, targets, type(total)(1.0), total, point_sum, target_sum, g_moment, g_variance
+    )
+    return p_bar, y_bar, total_bar, point_sum_bar, target_sum_bar
 
 
 @wp.func
@@ -138,10 +212,11 @@ def pose_of_moments_tangent(
     d_moment: Any, d_variance: Any, d_total: Any, d_point_sum: Any, d_target_sum: Any,
 ):  # fmt: skip
     """d tr(R^T M) = tr(R^T dM): tr(dR^T M) vanishes, dR = R (skew) and R^T M symmetric."""
-    rotation = nearest_rotation(moment)
+    u, s, v = signed_svd(moment)
+    rotation = u @ wp.transpose(v)
     scale = wp.ddot(rotation, moment) / variance
     point_mean = point_sum / total
-    d_rotation = nearest_rotation_tangent(moment, d_moment)
+    d_rotation = nearest_rotation_derivative(u, s, v, d_moment)
     d_scale = (wp.ddot(rotation, d_moment) - scale * d_variance) / variance
     d_point_mean = (d_point_sum - point_mean * d_total) / total
     d_target_mean = (d_target_sum - target_sum / total * d_total) / total
@@ -158,7 +233,8 @@ def pose_of_moments_vjp(
     moment: Any, variance: Any, total: Any, point_sum: Any, target_sum: Any,
     g_position: Any, g_quaternion: Any, g_scale: Any,
 ):  # fmt: skip
-    rotation = nearest_rotation(moment)
+    u, s, v = signed_svd(moment)
+    rotation = u @ wp.transpose(v)
     scale = wp.ddot(rotation, moment) / variance
     point_mean = point_sum / total
     target_mean = target_sum / total
@@ -167,7 +243,9 @@ def pose_of_moments_vjp(
     )
     g_scale_total = g_scale - wp.dot(g_position, rotation @ point_mean)
     g_point_mean = -scale * (wp.transpose(rotation) @ g_position)
-    g_moment = nearest_rotation_vjp(moment, g_rotation) + (g_scale_total / variance) * rotation
+    g_moment = (
+        nearest_rotation_derivative(u, s, v, g_rotation) + (g_scale_total / variance) * rotation
+    )
     g_total = -(wp.dot(g_point_mean, point_mean) + wp.dot(g_position, target_mean)) / total
     return (
         g_moment,
@@ -191,9 +269,10 @@ def rigid_pose_of_moment_tangent(
     moment: Any, total: Any, point_sum: Any, target_sum: Any,
     d_moment: Any, d_total: Any, d_point_sum: Any, d_target_sum: Any,
 ):  # fmt: skip
-    rotation = nearest_rotation(moment)
+    u, s, v = signed_svd(moment)
+    rotation = u @ wp.transpose(v)
     point_mean = point_sum / total
-    d_rotation = nearest_rotation_tangent(moment, d_moment)
+    d_rotation = nearest_rotation_derivative(u, s, v, d_moment)
     d_point_mean = (d_point_sum - point_mean * d_total) / total
     d_target_mean = (d_target_sum - target_sum / total * d_total) / total
     d_position = d_target_mean - d_rotation @ point_mean - rotation @ d_point_mean
@@ -204,12 +283,13 @@ def rigid_pose_of_moment_tangent(
 def rigid_pose_of_moment_vjp(
     moment: Any, total: Any, point_sum: Any, target_sum: Any, g_position: Any, g_quaternion: Any
 ):
-    rotation = nearest_rotation(moment)
+    u, s, v = signed_svd(moment)
+    rotation = u @ wp.transpose(v)
     point_mean = point_sum / total
     g_rotation = matrix_to_quat_vjp(rotation, g_quaternion) - wp.outer(g_position, point_mean)
     g_point_mean = -(wp.transpose(rotation) @ g_position)
     g_total = -(wp.dot(g_point_mean, point_mean) + wp.dot(g_position, target_sum / total)) / total
-    g_moment = nearest_rotation_vjp(moment, g_rotation)
+    g_moment = nearest_rotation_derivative(u, s, v, g_rotation)
     return g_moment, g_total, g_point_mean / total, g_position / total
 
 
@@ -250,6 +330,8 @@ REGISTRATION_MOMENTS = {
             **_per_set(total=(), point_sum=(3,), target_sum=(3,)),
         },
         results=_MOMENTS,
+        tangent=weighted_moments_tangent,
+        vjp=weighted_moments_vjp,
         doc="Per point set: M = sum w y~ p~^T and sum w |p~|^2, about the weighted centroids.",
     ),
     False: define_op(
@@ -260,6 +342,8 @@ REGISTRATION_MOMENTS = {
             **_per_set(total=(), point_sum=(3,), target_sum=(3,)),
         },
         results=_MOMENTS,
+        tangent=unweighted_moments_tangent,
+        vjp=unweighted_moments_vjp,
         doc="Per point set: M = sum y~ p~^T and sum |p~|^2, about the centroids.",
     ),
 }

@@ -164,11 +164,11 @@ def pose_multiply_vjp(
 ):
     # <g, q1 q2> pulls back to g q2* on q1 and to q1* g on q2 (the multiplication matrices'
     # transposes are those of the conjugates).
+    rotation_bar, position2_bar = quat_rotate_vjp(quaternion, position2, g_position)
     return (
         g_position,
-        quat_rotate_vjp(quaternion, position2, g_position)
-        + quat_multiply(g_quaternion, quat_conjugate(quaternion2)),
-        quat_rotate(quat_conjugate(quaternion), g_position),
+        rotation_bar + quat_multiply(g_quaternion, quat_conjugate(quaternion2)),
+        position2_bar,
         quat_multiply(quat_conjugate(quaternion), g_quaternion),
     )
 
@@ -191,11 +191,8 @@ def pose_inverse_tangent(position: Any, quaternion: Any, d_position: Any, d_quat
 @wp.func
 def pose_inverse_vjp(position: Any, quaternion: Any, g_position: Any, g_quaternion: Any):
     # -R(q*) t pulls back to -R(q) g on t, and through the conjugate on q.
-    inverse = quat_conjugate(quaternion)
-    return (
-        -quat_rotate(quaternion, g_position),
-        quat_conjugate(g_quaternion - quat_rotate_vjp(inverse, position, g_position)),
-    )
+    inverse_bar, position_bar = quat_rotate_vjp(quat_conjugate(quaternion), position, g_position)
+    return -position_bar, quat_conjugate(g_quaternion - inverse_bar)
 
 
 _POINT_BUFFERS = {
