@@ -59,10 +59,18 @@ def skew_over_sums(a: Any, s: Any):
 
 
 @wp.func
+def nearest_rotation_and_svd(m: Any):
+    """U V^T for the signed SVD M = U diag(s) V^T, and U, s, V, which its derivative
+    reuses."""
+    u, s, v = signed_svd(m)
+    return u @ wp.transpose(v), u, s, v
+
+
+@wp.func
 def nearest_rotation(m: Any):
     """U V^T for the signed SVD M = U diag(s) V^T: argmin over rotations R of |R - M|."""
-    u, s, v = signed_svd(m)
-    return u @ wp.transpose(v)
+    rotation, u, s, v = nearest_rotation_and_svd(m)
+    return rotation
 
 
 @wp.func
@@ -212,8 +220,7 @@ def pose_of_moments_tangent(
     d_moment: Any, d_variance: Any, d_total: Any, d_point_sum: Any, d_target_sum: Any,
 ):  # fmt: skip
     """d tr(R^T M) = tr(R^T dM): tr(dR^T M) vanishes, dR = R (skew) and R^T M symmetric."""
-    u, s, v = signed_svd(moment)
-    rotation = u @ wp.transpose(v)
+    rotation, u, s, v = nearest_rotation_and_svd(moment)
     scale = wp.ddot(rotation, moment) / variance
     point_mean = point_sum / total
     d_rotation = nearest_rotation_derivative(u, s, v, d_moment)
@@ -233,8 +240,7 @@ def pose_of_moments_vjp(
     moment: Any, variance: Any, total: Any, point_sum: Any, target_sum: Any,
     g_position: Any, g_quaternion: Any, g_scale: Any,
 ):  # fmt: skip
-    u, s, v = signed_svd(moment)
-    rotation = u @ wp.transpose(v)
+    rotation, u, s, v = nearest_rotation_and_svd(moment)
     scale = wp.ddot(rotation, moment) / variance
     point_mean = point_sum / total
     target_mean = target_sum / total
@@ -269,8 +275,7 @@ def rigid_pose_of_moment_tangent(
     moment: Any, total: Any, point_sum: Any, target_sum: Any,
     d_moment: Any, d_total: Any, d_point_sum: Any, d_target_sum: Any,
 ):  # fmt: skip
-    u, s, v = signed_svd(moment)
-    rotation = u @ wp.transpose(v)
+    rotation, u, s, v = nearest_rotation_and_svd(moment)
     point_mean = point_sum / total
     d_rotation = nearest_rotation_derivative(u, s, v, d_moment)
     d_point_mean = (d_point_sum - point_mean * d_total) / total
@@ -283,8 +288,7 @@ def rigid_pose_of_moment_tangent(
 def rigid_pose_of_moment_vjp(
     moment: Any, total: Any, point_sum: Any, target_sum: Any, g_position: Any, g_quaternion: Any
 ):
-    u, s, v = signed_svd(moment)
-    rotation = u @ wp.transpose(v)
+    rotation, u, s, v = nearest_rotation_and_svd(moment)
     point_mean = point_sum / total
     g_rotation = matrix_to_quat_vjp(rotation, g_quaternion) - wp.outer(g_position, point_mean)
     g_point_mean = -(wp.transpose(rotation) @ g_position)

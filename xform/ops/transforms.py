@@ -16,6 +16,8 @@ from .quaternion import (
     quat_conjugate,
     quat_matrix_vjp,
     quat_multiply,
+    quat_multiply_tangent,
+    quat_multiply_vjp,
     quat_rotate,
     quat_rotate_tangent,
     quat_rotate_vjp,
@@ -149,7 +151,7 @@ def pose_multiply_tangent(
 ):
     return (
         quat_rotate_tangent(quaternion, d_quaternion, position2, d_position2) + d_position,
-        quat_multiply(d_quaternion, quaternion2) + quat_multiply(quaternion, d_quaternion2),
+        quat_multiply_tangent(quaternion, quaternion2, d_quaternion, d_quaternion2),
     )
 
 
@@ -162,15 +164,9 @@ def pose_multiply_vjp(
     g_position: Any,
     g_quaternion: Any,
 ):
-    # <g, q1 q2> pulls back to g q2* on q1 and to q1* g on q2 (the multiplication matrices'
-    # transposes are those of the conjugates).
     rotation_bar, position2_bar = quat_rotate_vjp(quaternion, position2, g_position)
-    return (
-        g_position,
-        rotation_bar + quat_multiply(g_quaternion, quat_conjugate(quaternion2)),
-        position2_bar,
-        quat_multiply(quat_conjugate(quaternion), g_quaternion),
-    )
+    product_bar, quaternion2_bar = quat_multiply_vjp(quaternion, quaternion2, g_quaternion)
+    return g_position, rotation_bar + product_bar, position2_bar, quaternion2_bar
 
 
 @wp.func
