@@ -328,6 +328,67 @@ def test_procrustes_in_float32_is_accurate_to_float32_rounding(rng):
     )
 
 
+PROCRUSTES_EXAMPLE = np.array([[2.0, 0.3, 0.1], [0.2, 1.0, 0.4], [0.1, 0.5, 3.0]])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("scale", [1e-12, 1e-11, 1e-30, 1e12, 1e100])
+def test_procrustes_is_scale_invariant_at_tiny_and_huge_scales(scale, dtype, rng):
+    """The nearest rotation of s M is that of M. Warp's svd3 has absolute thresholds
+    (1e-12 in float64): unnormalised, 302 in 1000 matrices at 1e-12 came back wrong, and
+    entries near 1e100 overflowed."""
+    if dtype == np.float32 and scale > 1e30:
+        scale = 1e30  # float32 overflows past 3e38
+    m = (scale * rng.normal(size=(1000, 3, 3))).astype(dtype)
+    r = xform.special_procrustes(m)
+    assert r.dtype == dtype
+    # det(M) < 0 puts -|s_3| on the smallest singular value: |s_2| - |s_3| is the gap the
+    # rotation's conditioning depends on; a random draw makes it small now and then.
+    tolerance = 1e-6 if dtype == np.float32 else 1e-12
+    s = np.linalg.svd(m.astype(np.float64), compute_uv=False)
+    gap = np.where(np.linalg.det(m.astype(np.float64)) < 0, s[:, 1] - s[:, 2], s[:, 1]) / s[:, 0]
+    error = np.abs(r - special_procrustes(m.astype(np.float64))).max(axis=(-2, -1))
+    wrong = error > tolerance / gap
+    assert not wrong.any(), f"{wrong.sum()} of 1000 wrong, the largest error {error.max():.3g}"
+    example = xform.special_procrustes((scale * PROCRUSTES_EXAMPLE).astype(dtype))
+    np.testing.assert_allclose(example[0], [0.99946151, 0.03274309, -0.00213983], atol=1e-6)
+    unscaled = xform.special_procrustes(PROCRUSTES_EXAMPLE.astype(dtype))
+    np.testing.assert_allclose(example, unscaled, atol=10 * tolerance)
+
+
+@pytest.mark.parametrize("scale", [1e-12, 1e-11, 1e12])
+def test_procrustes_derivative_scales_as_one_over_the_scale(scale, rng):
+    """R(s M) = R(M), so dR at s M along dM is dR at M along dM / s: the JVP and the VJP
+    at s M are those at M divided by s, in every framework, and match central differences
+    of step s h."""
+    m = random_rotations(rng, (8,)) + 0.3 * rng.normal(size=(8, 3, 3))
+    dm, g = rng.normal(size=(2, 8, 3, 3))
+    op = "special_procrustes"
+    jvp_one = xform.jvp(op, (m,), (dm,))
+    jvp_scaled = xform.jvp(op, (scale * m,), (dm,))
+    np.testing.assert_allclose(scale * jvp_scaled, jvp_one, rtol=1e-9, atol=1e-11)
+    h = 1e-6 * scale
+    fd = (xform.special_procrustes(scale * m + h * dm)
+          - xform.special_procrustes(scale * m - h * dm)) / (2 * h)  # fmt: skip
+    np.testing.assert_allclose(scale * jvp_scaled, scale * fd, atol=1e-8)
+    (vjp_one,) = xform.vjp(op, (m,), g)
+    (vjp_numpy,) = xform.vjp(op, (scale * m,), g)
+    x = torch.from_numpy(scale * m).requires_grad_()
+    (vjp_torch,) = torch.autograd.grad((xt.special_procrustes(x) * torch.from_numpy(g)).sum(), x)
+    vjp_jax = jax.grad(lambda x: (xj.special_procrustes(x) * g).sum())(jnp.asarray(scale * m))
+    for vjp_scaled in (vjp_numpy, vjp_torch.numpy(), np.asarray(vjp_jax)):
+        np.testing.assert_allclose(scale * vjp_scaled, vjp_one, rtol=1e-9, atol=1e-11)
+
+
+def test_registration_of_point_sets_of_tiny_extent(rng):
+    """Point sets 1e-7 across give moments near 1e-14: the rotation is still recovered."""
+    p = 1e-7 * rng.normal(size=(200, 20, 3))
+    r = random_rotations(rng, (200,))
+    y = np.einsum("bij,bnj->bni", r, p) + 1e-7 * rng.normal(size=(200, 1, 3))
+    _, q = xform.rigid_registration(p, y)
+    np.testing.assert_allclose(pose_matrix(q).reshape(200, 3, 3), r, atol=1e-10)
+
+
 @pytest.mark.parametrize("stretch", [1.0, 2.0, np.array([1.0, 1.0, 3.0])])
 def test_procrustes_at_a_rotation_is_the_identity_along_the_tangent(stretch, rng):
     """At M = R S with S symmetric positive (a rotation itself: equal singular values), the

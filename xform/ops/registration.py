@@ -26,17 +26,36 @@ from .conversions import matrix_to_quat, matrix_to_quat_tangent, matrix_to_quat_
 
 
 @wp.func
+def largest_magnitude(m: Any):
+    """max |m_ij|."""
+    rows = wp.vec3d(wp.max(wp.abs(m[0])), wp.max(wp.abs(m[1])), wp.max(wp.abs(m[2])))
+    return wp.max(rows)
+
+
+@wp.func
 def signed_svd(m: Any):
     """In float64 whatever the input: Warp's float32 `svd3` fails to converge on about
     one matrix in a thousand (errors up to 2e-2 in the nearest rotation, at well
-    separated singular values); float64 costs little next to the iteration."""
+    separated singular values); float64 costs little next to the iteration.
+
+    Of M / max |M_ij|, with the singular values scaled back: `svd3` has absolute
+    thresholds (1e-12 in float64) that give a wrong U and V for entries below ~1e-11,
+    and its squares overflow for entries near 1e100. U and V are those of M itself, so
+    the rotation and its derivatives (which divide by sums of these s) see no scaling.
+    A zero matrix stays as it is; NaN and Inf still propagate."""
+    md = wp.mat33d(m)
+    scale = largest_magnitude(md)
+    if scale > wp.float64(0.0):
+        md = md / scale
+    else:
+        scale = wp.float64(1.0)
     u = wp.mat33d()
     s = wp.vec3d()
     v = wp.mat33d()
-    wp.svd3(wp.mat33d(m), u, s, v)
+    wp.svd3(md, u, s, v)
     return (
         wp.matrix(u, shape=(3, 3), dtype=type(m[0, 0])),
-        wp.vector(s, length=3, dtype=type(m[0, 0])),
+        wp.vector(scale * s, length=3, dtype=type(m[0, 0])),
         wp.matrix(v, shape=(3, 3), dtype=type(m[0, 0])),
     )
 
