@@ -442,6 +442,24 @@ def _as_array(op: Op, name: str, x):
     )
 
 
+def _strongly_typed(operands: list) -> list:
+    """JAX's weak types, as its own arithmetic promotes them: a weakly typed value (a Python
+    number traced by jit or grad, whose primal may be a literal with no shape, or an array
+    such as jnp.asarray(0.5)) takes the dtype of the strongly typed float arguments, and
+    becomes strongly typed. So a number for a scalar operand takes the other arguments'
+    dtype under every transform, as it does eagerly (numbers_as_arrays), x64 on or off."""
+    # NumPy arrays have no aval: strongly typed, as JAX treats them.
+    weak = [getattr(getattr(x, "aval", None), "weak_type", False) for x in operands]
+    if not any(weak):
+        return operands
+    dtypes = [np.dtype(x.dtype) for x in operands]
+    strong = [d for d, w in zip(dtypes, weak) if not w and np.issubdtype(d, np.floating)]
+    return [
+        jax.lax.convert_element_type(x, strong[0] if strong else dtype) if w else x
+        for x, dtype, w in zip(operands, dtypes, weak)
+    ]
+
+
 def _make_function(op: Op):
     n = len(op.operands)
     buffers = (*op.result_buffers, *op.gradient_buffers)
@@ -469,7 +487,7 @@ def _make_function(op: Op):
         if kwargs or len(args) != n:  # the common positional call skips binding
             args = [signature.bind(*args, **kwargs).arguments[o.name] for o in op.operands]
         args = numbers_as_arrays(op, args)
-        operands = [_as_array(op, o.name, x) for o, x in zip(op.operands, args)]
+        operands = _strongly_typed([_as_array(op, o.name, x) for o, x in zip(op.operands, args)])
         # An operand the op is not differentiable in gets a zero derivative.
         operands = [
             x if o.differentiable else jax.lax.stop_gradient(x)

@@ -268,6 +268,61 @@ def test_empty_batches(rng):
     assert [g.shape for g in grads] == [(0, 3), (0, 4), (0, 5, 3)]
 
 
+# --- numbers for scalar operands: weakly typed ----------------------------------------------
+
+SCALAR_OPERAND_OPS = [n for n in OPS if any(o.element == () for o in xform.OPS[n].operands)]
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("name", SCALAR_OPERAND_OPS)
+def test_numbers_for_scalar_operands_take_the_arrays_dtype_under_every_transform(name, x64, rng):
+    """A Python number for a scalar operand takes the other arguments' dtype (SPEC). Under
+    jit, grad or jvp it arrives as JAX's weakly typed scalar (a tracer, or a typed literal
+    whose primal has no shape), which must too, x64 on or off; so must a weakly typed
+    array (jnp.asarray(0.3)). A strongly typed scalar of another dtype still raises."""
+    op = xform.OPS[name]
+    k = next(i for i, o in enumerate(op.operands) if o.element == ())
+    args = [a.astype(np.float32) for a in random_args(name, [()] * len(op.operands), rng)]
+    number = float(args[k])
+    weights = [rng.normal(size=r.element) for r in op.results]
+
+    def with_scalar(arrays, s):
+        return [*arrays[:k], s, *arrays[k + 1 :]]
+
+    def expected(s):
+        return reference(name, with_scalar([a.astype(np.float64) for a in args], s))
+
+    h = 1e-6
+    want_grad = sum(
+        ((up - down) * w).sum() / (2 * h)
+        for up, down, w in zip(expected(number + h), expected(number - h), weights)
+    )
+    with jax.enable_x64(x64):
+        arrays = [jnp.asarray(a) for a in args]
+        function = xj.function(op)
+
+        def call(s):
+            return as_tuple(function(*with_scalar(arrays, s)))
+
+        def total(s):
+            return sum((r * w).sum() for r, w in zip(call(s), weights))
+
+        for results in (call(number), jax.jit(call)(number), call(jnp.asarray(number))):
+            for got, want in zip(results, expected(number)):
+                assert got.dtype == jnp.float32
+                assert_matches(np.asarray(got), want, np.float32)
+        grads = (
+            jax.grad(total)(number),
+            jax.jit(jax.grad(total))(number),
+            jax.jvp(total, (number,), (1.0,))[1],
+        )
+        for grad in grads:
+            np.testing.assert_allclose(float(grad), want_grad, rtol=1e-4, atol=1e-4)
+        if x64:
+            with pytest.raises(TypeError, match=f"'{op.operands[k].name}' has dtype float64"):
+                call(jnp.asarray(number, jnp.float64))
+
+
 # --- errors at trace time ------------------------------------------------------------------
 
 
