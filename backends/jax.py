@@ -36,7 +36,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from xform import _launch
-from xform._api import family_function, numbers_as_arrays
+from xform._api import ArrayArguments, family_function, numbers_as_arrays
 from xform._layout import result_shapes
 from xform._op import Op
 from xform._random import sample_shape
@@ -431,15 +431,18 @@ def primitives(op: Op):
 # --- the public functions ------------------------------------------------------------------
 
 
+ARRAYS = ArrayArguments(
+    "xform.backends.jax",
+    "a JAX or NumPy array",
+    lambda x: isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)),
+)
+
+
 def _as_array(op: Op, name: str, x):
+    ARRAYS.check(op.name, name, x)
     if isinstance(x, np.ndarray) and not x.dtype.isnative:  # JAX takes native byte order
         return x.astype(x.dtype.newbyteorder("="))
-    if isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)):
-        return x
-    raise TypeError(
-        f"xform.backends.jax.{op.name}: argument '{name}' must be a JAX or NumPy array, "
-        f"got {type(x).__module__}.{type(x).__qualname__}"
-    )
+    return x
 
 
 def _strongly_typed(operands: list) -> list:
@@ -511,7 +514,7 @@ def function(op: Op):
 
 FUNCTIONS = {name: function(op) for name, op in OPS.items()}
 FUNCTIONS |= {
-    name: family_function(family, lambda op, *arrays: function(op)(*arrays))
+    name: family_function(family, lambda op, *arrays: function(op)(*arrays), ARRAYS)
     for name, family in FAMILY_FUNCTIONS.items()
 }
 

@@ -35,7 +35,7 @@ import torch.autograd.forward_ad as forward_ad
 import warp as wp
 
 from xform import _launch
-from xform._api import family_function, numbers_as_arrays
+from xform._api import ArrayArguments, family_function, numbers_as_arrays
 from xform._layout import result_shapes
 from xform._op import Op, on_define
 from xform._random import sample_shape
@@ -552,13 +552,14 @@ def _untracked(tensors) -> bool:
     return forward_level < 0 and functorch_level is None
 
 
+ARRAYS = ArrayArguments(
+    "xform.backends.torch", "a torch.Tensor", lambda x: isinstance(x, torch.Tensor)
+)
+
+
 def _check_operand_types(op: Op, operands) -> None:
     for operand, x in zip(op.operands, operands):
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(
-                f"xform.backends.torch.{op.name}: argument '{operand.name}' must be a "
-                f"torch.Tensor, got {type(x).__module__}.{type(x).__qualname__}"
-            )
+        ARRAYS.check(op.name, operand.name, x)
 
 
 def _compiled_call(custom, operands, result_buffers):
@@ -584,7 +585,7 @@ def _adopt(op: Op) -> None:
 on_define(_adopt)
 FUNCTIONS = {name: function(op) for name, op in OPS.items()}
 FUNCTIONS |= {
-    name: family_function(family, lambda op, *arrays: function(op)(*arrays))
+    name: family_function(family, lambda op, *arrays: function(op)(*arrays), ARRAYS)
     for name, family in FAMILY_FUNCTIONS.items()
 }
 

@@ -529,6 +529,23 @@ def test_registration_errors_name_the_arguments(framework):
         module.rigid_registration(p, p, scale="yes")
 
 
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_registration_non_arrays_raise_type_error_naming_the_argument(framework):
+    """As every op's arguments: a TypeError naming the function and the argument, never
+    an AttributeError from reading the shape of a list."""
+    module, to, _ = FRAMEWORKS[framework]
+    p = to(np.zeros((5, 3)))
+    for bad in ([[0.0, 0.0, 0.0]] * 5, None, 1.5):
+        for args, name in (((bad, p), "points"), ((p, bad), "targets"), ((p, p, bad), "weights")):
+            if bad is None and name == "weights":
+                continue  # no weights: all ones
+            kind = f"{type(bad).__module__}.{type(bad).__qualname__}"
+            with pytest.raises(
+                TypeError, match=rf"rigid_registration: argument '{name}' is a {kind}"
+            ):
+                module.rigid_registration(*args)
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("scale", [False, True])
 def test_registration_gradients_in_both_frameworks(weighted, scale, rng):

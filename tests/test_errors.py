@@ -1,6 +1,7 @@
 """Every bad-input line of the SPEC raises the right exception, naming the argument, the
 shape or dtype it got and what was expected, before any kernel runs."""
 
+import importlib
 import re
 
 import numpy as np
@@ -9,6 +10,8 @@ import warp as wp
 from reference import random_args
 
 import xform
+from xform._op import OpFamily
+from xform.ops import FAMILY_FUNCTIONS
 
 OPS = sorted(xform.OPS)
 
@@ -107,6 +110,35 @@ def test_non_array_arguments_raise_type_error():
         xform.quaternion_to_matrix([1.0, 0.0, 0.0, 0.0])
     with pytest.raises(TypeError, match="'position'.*float"):
         xform.pose_inverse(1.0, np.ones(4))
+
+
+FAMILY_ARRAYS = [(f, a) for f, family in FAMILY_FUNCTIONS.items() for a in family.arrays]
+
+
+@pytest.mark.parametrize("front", ["xform", "xform.backends.torch", "xform.backends.jax"])
+@pytest.mark.parametrize(("family", "argument"), FAMILY_ARRAYS)
+def test_families_check_their_array_arguments_as_ops_do(family, argument, front):
+    """Every family's array argument, through every front end: a non-array raises the
+    ops' TypeError, naming the function and the argument, before the family reads it."""
+    module = importlib.import_module(front)
+    array = {"xform": np.zeros, "xform.backends.torch": pytest.importorskip("torch").zeros,
+             "xform.backends.jax": pytest.importorskip("jax.numpy").zeros}[front]  # fmt: skip
+    function = FAMILY_FUNCTIONS[family]
+    args = {name: array((4, 3)) for name in function.arrays}
+    args[argument] = [[0.0, 0.0, 0.0]] * 4
+    for name, parameter in function.signature.parameters.items():
+        if name not in args and parameter.default is parameter.empty:
+            args[name] = {"convention": "xyz"}[name]  # a static argument: give a valid one
+    with pytest.raises(
+        TypeError, match=rf"^{front}\.{family}: argument '{argument}' is a builtins"
+    ):
+        getattr(module, family)(**args)
+
+
+def test_a_family_names_parameters_as_its_arrays():
+    signature = FAMILY_FUNCTIONS["rigid_registration"].signature
+    with pytest.raises(ValueError, match="arrays .* must name parameters"):
+        OpFamily("f", lambda call, points: None, signature, "doc", arrays=("point",))
 
 
 def test_mixing_numpy_and_warp_raises_type_error():

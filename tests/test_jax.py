@@ -338,7 +338,7 @@ def test_errors_are_raised_at_trace_time(rng):
         jax.jit(xj.pose_inverse).lower(t, q.astype(jnp.float32))
     with pytest.raises(TypeError, match="'position' has dtype int32"):
         xj.pose_inverse(t.astype(jnp.int32), q)
-    with pytest.raises(TypeError, match="'quaternion' must be a JAX or NumPy array"):
+    with pytest.raises(TypeError, match="'quaternion' is a builtins.list; expected a JAX or NumPy"):
         xj.pose_inverse(t, [1.0, 0.0, 0.0, 0.0])
 
 

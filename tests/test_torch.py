@@ -348,7 +348,7 @@ def test_bad_shapes_and_types_raise(rng):
         ValueError, match=r"'quaternion' has shape \(2, 3\); expected \(\.\.\., 4\)"
     ):
         xt.pose_inverse(t, t)
-    with pytest.raises(TypeError, match="'quaternion' must be a torch.Tensor"):
+    with pytest.raises(TypeError, match="'quaternion' is a numpy.ndarray; expected a torch.Tensor"):
         xt.pose_inverse(t, q.numpy())
 
 

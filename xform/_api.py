@@ -9,7 +9,8 @@ and transforms. Results are always new arrays.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,19 +43,47 @@ ALLOCATORS = {
 }
 
 
+@dataclass(frozen=True)
+class ArrayArguments:
+    """The array arguments that a front end (xform itself, or a framework's adapter) takes:
+    the one type check of every op's and every op family's array arguments, run before
+    anything else reads them, with one message."""
+
+    module: str  # where the front end's functions live: "xform", "xform.backends.torch"
+    wanted: str  # what it takes, in words
+    accepts: Callable[[Any], bool]
+
+    def check(self, function: str, argument: str, x: Any) -> None:
+        if not self.accepts(x):
+            raise TypeError(
+                f"{self.module}.{function}: argument '{argument}' is a {type(x).__module__}."
+                f"{type(x).__qualname__}; expected {self.wanted}"
+            )
+
+    def check_family(self, family: OpFamily, args: Sequence[Any], kwargs: dict) -> None:
+        """A family's array arguments (`OpFamily.arrays`; an optional one may be None)."""
+        bound = family.signature.bind(*args, **kwargs)  # a wrong call raises as Python's does
+        parameters = family.signature.parameters
+        for name in family.arrays:
+            default = parameters[name].default
+            x = bound.arguments.get(name, default)
+            if not (x is None and default is None):
+                self.check(family.name, name, x)
+
+
+ARRAYS = ArrayArguments(
+    "xform", "a NumPy, Warp, PyTorch or JAX array", lambda x: _interop.array_kind(x) is not None
+)
+
+
 def array_kind(op: Op, args: Sequence[Any]) -> str:
     """The one array kind ('numpy', 'warp', 'torch' or 'jax') of all arguments."""
     kinds = {}
     for operand, x in zip(op.operands, args):
         if isinstance(x, _launch.Buffer):  # a number made an array (numbers_as_arrays)
             continue
-        kind = _interop.array_kind(x)
-        if kind is None:
-            raise TypeError(
-                f"xform.{op.name}: argument '{operand.name}' is a {type(x).__module__}."
-                f"{type(x).__qualname__}; expected a NumPy, Warp, PyTorch or JAX array"
-            )
-        kinds[operand.name] = kind
+        ARRAYS.check(op.name, operand.name, x)
+        kinds[operand.name] = _interop.array_kind(x)
     if len(set(kinds.values())) > 1:
         raise TypeError(
             f"xform.{op.name}: arguments mix array types "
@@ -185,10 +214,12 @@ def _make_function(op: Op):
     return function
 
 
-def family_function(family: OpFamily, call):
-    """The function of an op family, whose ops run through `call(op, *arrays)`."""
+def family_function(family: OpFamily, call, arrays: ArrayArguments):
+    """The function of an op family, whose ops run through `call(op, *arrays)`, and whose
+    array arguments `arrays` checks first (as each op checks its own)."""
 
     def function(*args, **kwargs):
+        arrays.check_family(family, args, kwargs)
         return family.run(call, *args, **kwargs)
 
     function.__name__ = function.__qualname__ = family.name
@@ -199,6 +230,6 @@ def family_function(family: OpFamily, call):
 
 FUNCTIONS = {name: _make_function(op) for name, op in OPS.items()}
 FUNCTIONS |= {
-    name: family_function(family, lambda op, *arrays: op(*arrays))
+    name: family_function(family, lambda op, *arrays: op(*arrays), ARRAYS)
     for name, family in FAMILY_FUNCTIONS.items()
 }

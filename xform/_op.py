@@ -176,6 +176,10 @@ class OpFamily:
     through `call(op, *arrays)`, which `xform`, `xform.backends.torch` and
     `xform.backends.jax` each give in their own way: one definition for every framework,
     whose autodiff chains the ops' own.
+
+    `arrays` names the parameters that take arrays (one whose default is None may be
+    None): each front end checks their types before `run` reads them, as it checks an
+    op's operands (`xform._api.ArrayArguments`).
     """
 
     name: str
@@ -183,6 +187,15 @@ class OpFamily:
     signature: inspect.Signature
     doc: str
     members: tuple[Op, ...] = ()
+    arrays: tuple[str, ...] = field(kw_only=True)
+
+    def __post_init__(self) -> None:
+        unknown = [a for a in self.arrays if a not in self.signature.parameters]
+        if isinstance(self.arrays, str) or unknown:
+            raise ValueError(
+                f"OpFamily '{self.name}': arrays {self.arrays!r} must name parameters of "
+                f"{self.signature}"
+            )
 
 
 # Every op defined in this process, and who wants to hear of new ones (the torch adapter

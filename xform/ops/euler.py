@@ -230,7 +230,7 @@ def _family(name: str, ops: dict[str, object]) -> OpFamily:
         f"Differentiable with respect to: {operand}.\n"
         "Leading dimensions broadcast; float32 or float64; results have the input dtype."
     )
-    return OpFamily(name, run, signature, doc, tuple(ops.values()))
+    return OpFamily(name, run, signature, doc, tuple(ops.values()), arrays=(operand,))
 
 
 def _define_all() -> dict[str, OpFamily]:

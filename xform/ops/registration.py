@@ -467,4 +467,5 @@ RIGID_REGISTRATION = OpFamily(
     "is special_procrustes's, finite where the rotation is unique).\n"
     "Leading dimensions broadcast; float32 or float64; results have the input dtype.",
     (*REGISTRATION_SUMS.values(), *REGISTRATION_MOMENTS.values(), *REGISTRATION_POSE.values()),
+    arrays=("points", "targets", "weights"),
 )
