@@ -7,6 +7,8 @@ here shares code with the kernels.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy.linalg import expm
 from scipy.spatial.transform import Rotation
@@ -444,3 +446,101 @@ def vmap_args(name: str, rng: np.random.Generator, size: int = 4):
         for k, (a, m) in enumerate(zip(per_sample, mapped))
     ]
     return stacked, mapped
+
+
+# --- the functions over ops (xform.ops.FAMILY_FUNCTIONS) ------------------------------------
+
+
+def _axis_quaternion(angle, axis: str):
+    """(cos(a/2), sin(a/2) e_axis)."""
+    unit = np.eye(3)["xyz".index(axis.lower())]
+    return np.concatenate([np.cos(angle / 2)[..., None], np.sin(angle / 2)[..., None] * unit], -1)
+
+
+def euler_to_quaternion(angles, convention):
+    """The product of the axis rotations' quaternions: q1 q2 q3 about the moving axes
+    (upper case), q3 q2 q1 about the fixed ones."""
+    q1, q2, q3 = (_axis_quaternion(angles[..., i], convention[i]) for i in range(3))
+    return (
+        hamilton(hamilton(q1, q2), q3) if convention.isupper() else hamilton(q3, hamilton(q2, q1))
+    )
+
+
+def _per_rotation(x, element_ndims: int, result_element: tuple, function):
+    """SciPy's Rotation over the flattened leading dimensions of x."""
+    leading = x.shape[: x.ndim - element_ndims]
+    flat = x.reshape(-1, *x.shape[x.ndim - element_ndims :])
+    with warnings.catch_warnings():  # SciPy warns at gimbal lock, and sets the third angle 0
+        warnings.simplefilter("ignore", UserWarning)
+        return function(flat).reshape(*leading, *result_element)
+
+
+def rigid_registration_one(p, y, w, scale):
+    """Umeyama (1991) in NumPy for one point set: centroids, SVD of the weighted
+    cross-covariance, the sign fix, then scale and translation: (t, R, s)."""
+    w = np.ones(len(p)) if w is None else w
+    pm = (w[:, None] * p).sum(0) / w.sum()
+    ym = (w[:, None] * y).sum(0) / w.sum()
+    cov = ((y - ym).T * w) @ (p - pm)
+    u, d, vt = np.linalg.svd(cov)
+    sign = np.diag([1.0, 1.0, np.sign(np.linalg.det(u @ vt))])
+    r = u @ sign @ vt
+    s = np.trace(np.diag(d) @ sign) / (w * ((p - pm) ** 2).sum(-1)).sum() if scale else 1.0
+    return ym - s * r @ pm, r, s
+
+
+def rigid_registration(points, targets, weights=None, scale=False):
+    """Per leading index (equal leading shapes): the position, the canonical quaternion,
+    and with scale=True the scale."""
+    leading = points.shape[:-2]
+    sets = [
+        rigid_registration_one(points[i], targets[i], None if weights is None else weights[i],
+                               scale)
+        for i in np.ndindex(leading)
+    ]  # fmt: skip
+    t = np.array([s[0] for s in sets]).reshape(*leading, 3)
+    q = canonical_quaternion(np.array([s[1] for s in sets]).reshape(*leading, 3, 3))
+    return (t, q, np.array([s[2] for s in sets]).reshape(leading)) if scale else (t, q)
+
+
+FAMILY_REFERENCES = {
+    "euler_to_quaternion": euler_to_quaternion,
+    "euler_to_matrix": lambda angles, convention: _per_rotation(
+        angles, 1, (3, 3), lambda a: Rotation.from_euler(convention, a).as_matrix()
+    ),
+    "quaternion_to_euler": lambda quaternion, convention: _per_rotation(
+        quaternion,
+        1,
+        (3,),
+        lambda q: Rotation.from_quat(q, scalar_first=True).as_euler(convention),
+    ),  # fmt: skip
+    "matrix_to_euler": lambda matrix, convention: _per_rotation(
+        matrix, 2, (3,), lambda m: Rotation.from_matrix(m).as_euler(convention)
+    ),
+    "rigid_registration": rigid_registration,
+}
+
+REGISTRATION_POINTS = 5
+
+
+def random_family_args(name: str, leading: tuple[int, ...], rng: np.random.Generator) -> dict:
+    """Fresh random array arguments for family `name` by parameter name, optional ones
+    included: angles anywhere, quaternions not normalised, rotation matrices, and for
+    registration targets a noisy rigid motion of the points (a well-conditioned moment)."""
+    if name in ("euler_to_quaternion", "euler_to_matrix"):
+        return {"angles": rng.uniform(-np.pi, np.pi, size=(*leading, 3))}
+    if name == "quaternion_to_euler":
+        return {"quaternion": rng.normal(size=(*leading, 4))}
+    if name == "matrix_to_euler":
+        return {"matrix": random_rotations(rng, leading)}
+    if name == "rigid_registration":
+        points = rng.normal(size=(*leading, REGISTRATION_POINTS, 3))
+        moved = np.einsum("...ij,...nj->...ni", random_rotations(rng, leading), points)
+        return {
+            "points": points,
+            "targets": moved
+            + rng.normal(size=(*leading, 1, 3))
+            + 0.1 * rng.normal(size=moved.shape),
+            "weights": rng.uniform(0.5, 1.5, size=(*leading, REGISTRATION_POINTS)),
+        }
+    raise KeyError(f"tests/reference.py has no random arguments for the family {name!r}: add them")

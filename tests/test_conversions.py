@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from helpers import as_tuple, check_grads
 from reference import normalized, random_rotations, skew, special_procrustes
+from reference import rigid_registration_one as numpy_registration
 from scipy import stats
 from scipy.spatial.transform import Rotation, Slerp
 
@@ -435,20 +436,6 @@ def test_procrustes_closed_form_equals_warps_adjoint_of_svd(rng):
 
 
 # --- rigid registration ---------------------------------------------------------------------
-
-
-def numpy_registration(p, y, w, scale):
-    """Umeyama (1991) in NumPy: centroids, SVD of the weighted cross-covariance, the sign
-    fix, then scale and translation; one point set."""
-    w = np.ones(len(p)) if w is None else w
-    pm = (w[:, None] * p).sum(0) / w.sum()
-    ym = (w[:, None] * y).sum(0) / w.sum()
-    cov = ((y - ym).T * w) @ (p - pm)
-    u, d, vt = np.linalg.svd(cov)
-    sign = np.diag([1.0, 1.0, np.sign(np.linalg.det(u @ vt))])
-    r = u @ sign @ vt
-    s = np.trace(np.diag(d) @ sign) / (w * ((p - pm) ** 2).sum(-1)).sum() if scale else 1.0
-    return ym - s * r @ pm, r, s
 
 
 def pose_matrix(q):
