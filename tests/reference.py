@@ -289,6 +289,9 @@ REFERENCES = {
     "pose_to_matrix": pose_to_matrix,
     "pose_multiply": pose_multiply,
     "pose_inverse": pose_inverse,
+    "pose_transform_points": lambda t, q, p: (lambda r, p, t: apply(r, p) + t)(
+        *_broadcast((rotation_matrix(q), 2), (p, 1), (t, 1))
+    ),
     "quaternion_multiply": lambda a, b: hamilton(*_broadcast((a, 1), (b, 1))),
     "quaternion_conjugate": conjugate,
     "quaternion_inverse": lambda q: conjugate(q) / (q**2).sum(-1, keepdims=True),

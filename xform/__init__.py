@@ -15,7 +15,10 @@ from ._api import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
 from ._op import Op, Operand, Result, define_op
 from ._random import random_quaternion
+from .groups import SE3, SO3
 from .ops import OPS
+
+from . import manifold  # noqa: E402  (written on the groups above)
 
 __version__ = "0.1.0"
 
@@ -41,6 +44,9 @@ def torch_to_jax(fn):
 
 __all__ = [
     "OPS",
+    "SO3",
+    "SE3",
+    "manifold",
     "Op",
     "Operand",
     "Result",

@@ -11,6 +11,7 @@ from .transforms import (
     POSE_INVERSE,
     POSE_MULTIPLY,
     POSE_TO_MATRIX,
+    POSE_TRANSFORM_POINTS,
     TRANSFORM_POINT_INVERSE,
     TRANSFORM_POINTS,
 )
@@ -26,6 +27,7 @@ FAMILIES = {
         POSE_TO_MATRIX,
         POSE_MULTIPLY,
         POSE_INVERSE,
+        POSE_TRANSFORM_POINTS,
     ),
     "Conversions": (QUATERNION_TO_MATRIX, MATRIX_TO_QUATERNION, CUDA_MATRIX_TO_QUATERNION),
     "Quaternion algebra": (
