@@ -17,7 +17,7 @@ from __future__ import annotations
 import operator
 import sys
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 
