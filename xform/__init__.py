@@ -10,6 +10,7 @@ PyTorch tensors and JAX arrays go through the adapters in `xform.backends.torch`
 Warp functions, with the same reach. Importing `xform` imports neither framework.
 """
 
+from . import manifold  # noqa: E402  (written on the groups above)
 from ._api import FUNCTIONS as _FUNCTIONS
 from ._api import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
@@ -17,8 +18,6 @@ from ._op import Op, Operand, Result, define_op
 from ._random import random_quaternion
 from .groups import SE3, SO3
 from .ops import OPS
-
-from . import manifold  # noqa: E402  (written on the groups above)
 
 __version__ = "0.1.0"
 
