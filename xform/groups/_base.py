@@ -80,7 +80,8 @@ class LieGroup:
         checked = _checked(type(self), arrays)
         for (name, _), array in zip(self.fields, checked):
             object.__setattr__(self, name, array)
-        _register_pytrees()
+        if len(_registered) < 2:
+            _register_pytrees()
 
     @classmethod
     def _trusted(cls: type[Self], *arrays) -> Self:
@@ -90,6 +91,8 @@ class LieGroup:
         self = object.__new__(cls)
         for (name, _), array in zip(cls.fields, arrays):
             object.__setattr__(self, name, array)
+        if len(_registered) < 2:
+            _register_pytrees()
         return self
 
     def __setattr__(self, name, value):
@@ -361,8 +364,6 @@ def _register_pytrees() -> None:
     is an element-shaped tree of its fields' cotangents, as jaxlie) and PyTorch's
     (`torch.func` and `torch.compile`). Called by every element made from user arrays, so
     a framework imported after xform is still registered before its first element."""
-    if len(_registered) == 2:
-        return
     for framework in ("jax", "torch"):
         if framework in _registered or framework not in sys.modules:
             continue
