@@ -16,7 +16,7 @@ from ._api import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
 from ._op import Op, Operand, Result, define_op
 from ._random import random_quaternion
-from .groups import SE3, SO3
+from .groups import SE2, SE3, SO2, SO3
 from .ops import OPS
 
 __version__ = "0.1.0"
@@ -43,6 +43,8 @@ def torch_to_jax(fn):
 
 __all__ = [
     "OPS",
+    "SO2",
+    "SE2",
     "SO3",
     "SE3",
     "manifold",

@@ -32,9 +32,8 @@ class SE2(LieGroup):
     @classmethod
     def from_matrix(cls, matrix) -> SE2:
         """From homogeneous matrices `(..., 3, 3)`: the translation column and the rotation's
-        first column, as jaxlie."""
-        cls._matrix(matrix)
-        return cls(matrix[..., :2, 2], matrix[..., :2, 0])
+        first column, as jaxlie (`se2_from_matrix`)."""
+        return cls._trusted(*cls._matrix(matrix)["se2_from_matrix"](matrix))
 
     @classmethod
     def from_rotation_and_translation(cls, rotation: SO2, translation) -> SE2:

@@ -35,9 +35,9 @@ class SO2(LieGroup):
 
     @classmethod
     def from_matrix(cls, matrix) -> SO2:
-        """From rotation matrices `(..., 2, 2)`: their first column, as jaxlie."""
-        cls._matrix(matrix)
-        return cls(matrix[..., :, 0])
+        """From rotation matrices `(..., 2, 2)`: their first column, as jaxlie
+        (`so2_from_matrix`)."""
+        return cls._trusted(cls._matrix(matrix)["so2_from_matrix"](matrix))
 
     @classmethod
     def sample_uniform(
