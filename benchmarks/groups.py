@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import time
 from pathlib import Path
 
 import jax
@@ -28,7 +30,7 @@ import xform.backends.jax as xj
 import xform.backends.torch as xt
 
 import xform
-from benchmarks.run import machine, median_time
+from benchmarks.run import machine
 
 CASES = ("A @ B", "T @ points", "T.log()", "SE3.exp(xi)")
 
@@ -105,6 +107,23 @@ def implementations(case: str, data: dict) -> dict:
     }
 
 
+def interleaved_medians(runs: dict, budget: float = 3.0, rounds: int = 200) -> dict:
+    """Each implementation's median time, the implementations run in turn round after
+    round, so that the machine's drift (other processes, clock) falls on all alike."""
+    for run in runs.values():  # warm-up: compilation, caches
+        run(), run()
+    times = {name: [] for name in runs}
+    start = time.perf_counter()
+    for k in range(rounds):
+        for name, run in runs.items():
+            t0 = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - t0)
+        if k >= 4 and time.perf_counter() - start > budget:
+            break
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[16, 1048576])
@@ -116,7 +135,7 @@ def main(argv=None) -> list[dict]:
     for size in args.sizes:
         data = arrays(size, rng)
         for case in CASES:
-            times = {name: median_time(run) for name, run in implementations(case, data).items()}
+            times = interleaved_medians(implementations(case, data))
             rows.append({"case": case, "size": size, "seconds": times})
             us = {name: 1e6 * s for name, s in times.items()}
             print(
