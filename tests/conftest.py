@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 SEED = int(os.environ.get("XFORM_TEST_SEED") or secrets.randbits(32))
+# pytest-xdist's workers inherit the environment: one seed for the whole run.
+os.environ["XFORM_TEST_SEED"] = str(SEED)
 
 
 def pytest_report_header(config):

@@ -10,11 +10,13 @@ PyTorch tensors and JAX arrays go through the adapters in `xform.backends.torch`
 Warp functions, with the same reach. Importing `xform` imports neither framework.
 """
 
+from . import manifold  # noqa: E402  (written on the groups above)
 from ._api import FUNCTIONS as _FUNCTIONS
 from ._api import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
 from ._op import Op, Operand, Result, define_op
 from ._random import random_quaternion
+from .groups import SE2, SE3, SO2, SO3
 from .ops import OPS
 
 __version__ = "0.1.0"
@@ -41,6 +43,11 @@ def torch_to_jax(fn):
 
 __all__ = [
     "OPS",
+    "SO2",
+    "SE2",
+    "SO3",
+    "SE3",
+    "manifold",
     "Op",
     "Operand",
     "Result",

@@ -241,6 +241,18 @@ BATCH_TRANSFORM_POINTS_INVERSE = define_op(
     **_POINT_BUFFERS,
 )
 
+POSE_TRANSFORM_POINTS = define_op(
+    "pose_transform_points",
+    transform_point,
+    operands={"position": (3,), "quaternion": _ROTATION, "points": (3,)},
+    results={"out_points": (3,)},
+    tangent=transform_point_tangent,
+    vjp=transform_point_vjp,
+    doc="R(q) p + t for poses and points whose leading dimensions broadcast, where "
+    "R(q) v = q (0, v) q*: `SE3.apply`.",
+    runs=True,
+)
+
 TRANSFORM_POINT_INVERSE = define_op(
     "transform_point_inverse",
     transform_point_inverse,

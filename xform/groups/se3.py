@@ -1,0 +1,158 @@
+"""SE(3), the rigid motions of space, as (position, quaternion) pairs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import LieGroup, Random, _batch, argument, group
+from .so3 import SO3
+
+# Storage layouts of a pose's 7 parameters: each one's (position, quaternion) columns.
+LAYOUTS = {
+    "xyz_wxyz": ([0, 1, 2], [3, 4, 5, 6]),  # xform, cuRobo
+    "wxyz_xyz": ([4, 5, 6], [0, 1, 2, 3]),  # jaxlie
+    "xyz_xyzw": ([0, 1, 2], [6, 3, 4, 5]),  # PyPose, LieTorch
+}
+
+
+@group
+class SE3(LieGroup):
+    """Rigid motions of 3D space, `p -> R(q) p + t`: `position (..., 3)` and `quaternion
+    (..., 4)` `[w, x, y, z]`, the functional API's pose. Tangent: `xi (..., 6) = [rho,
+    omega]`, translation first. Matrix: `(..., 4, 4)` homogeneous."""
+
+    fields = (("position", 3), ("quaternion", 4))
+    tangent_dim, matrix_dim, space_dim = 6, 4, 3
+    __slots__ = ("position", "quaternion")
+    position: Any
+    quaternion: Any
+
+    def __init__(self, position, quaternion) -> None:
+        super().__init__(position, quaternion)
+
+    # --- constructors -----------------------------------------------------------------------
+
+    @classmethod
+    def exp(cls, tangent) -> SE3:
+        """`se3_exp`: `(J_l(omega) rho, exp(omega))`."""
+        return cls._trusted(*cls._tangent(tangent)["se3_exp"](tangent))
+
+    @classmethod
+    def from_matrix(cls, matrix) -> SE3:
+        """From homogeneous matrices `(..., 4, 4)` (`matrix_to_pose`)."""
+        return cls._trusted(*cls._matrix(matrix)["matrix_to_pose"](matrix))
+
+    @classmethod
+    def from_rotation_and_translation(cls, rotation: SO3, translation) -> SE3:
+        if not isinstance(rotation, SO3):
+            raise TypeError(
+                "xform.SE3.from_rotation_and_translation: 'rotation' must be an xform.SO3, "
+                f"got {type(rotation).__name__}"
+            )
+        return cls(translation, rotation.quaternion)
+
+    @classmethod
+    def from_parameters(cls, parameters, layout: str = "xyz_wxyz") -> SE3:
+        """From 7 parameters a pose `(..., 7)` in `layout`: "xyz_wxyz" (xform, cuRobo),
+        "wxyz_xyz" (jaxlie), "xyz_xyzw" (PyPose, LieTorch)."""
+        argument(cls, "from_parameters", "parameters", parameters, (7,))
+        position, quaternion = _layout(layout)
+        return cls(parameters[..., position], parameters[..., quaternion])
+
+    @classmethod
+    def sample_uniform(
+        cls, batch_shape=(), *, seed=None, generator=None, key=None, like=None, dtype=None
+    ) -> SE3:
+        """Rotations uniform (Haar) and translations uniform in [-1, 1]^3, as jaxlie's."""
+        random = Random("SE3.sample_uniform", seed, generator, key, like, dtype)
+        batch = _batch(batch_shape, "SE3.sample_uniform")
+        normals = random.normal((*batch, 4))
+        ops = argument(cls, "sample_uniform", "normals", normals, (4,))
+        return cls._trusted(
+            random.uniform((*batch, 3), -1.0, 1.0), ops["quaternion_normalize"](normals)
+        )
+
+    # --- methods ------------------------------------------------------------------------------
+
+    def multiply(self, other: SE3) -> SE3:
+        """`self @ other`: `(R1 t2 + t1, q1 q2)`, `other` applied first."""
+        self._same_group(other, "multiply")
+        return SE3._trusted(
+            *self._ops["pose_multiply"](
+                self.position, self.quaternion, other.position, other.quaternion
+            )
+        )
+
+    def apply(self, points):
+        """`self @ points`: `R(q) p + t` for points `(..., 3)`, broadcast against the batch."""
+        points = self._points(points, "apply")
+        return self._ops["pose_transform_points"](self.position, self.quaternion, points)
+
+    def inverse(self) -> SE3:
+        return SE3._trusted(*self._ops["pose_inverse"](self.position, self.quaternion))
+
+    def log(self):
+        """`xi = [rho, omega]` `(..., 6)` (`se3_log`)."""
+        return self._ops["se3_log"](self.position, self.quaternion)
+
+    def as_matrix(self):
+        return self._ops["pose_to_matrix"](self.position, self.quaternion)
+
+    def adjoint(self):
+        """`(..., 6, 6)` `[[R, [t]x R], [0, R]]`: `T exp(xi) T^-1 = exp(Ad_T xi)`."""
+        return self._ops["se3_adjoint"](self.position, self.quaternion)
+
+    def jlog(self):
+        """`J_r^-1(log T)`: the derivative of `log(T exp(delta))` in delta at 0."""
+        return self._ops["se3_right_jacobian_inverse"](self.log())
+
+    def normalize(self) -> SE3:
+        return SE3._trusted(self.position, self._ops["quaternion_normalize"](self.quaternion))
+
+    def interpolate(self, other: SE3, t) -> SE3:
+        """The SE(3) geodesic `T1 exp(t log(T1^-1 T2))` (`pose_interpolate`): the
+        translation follows a screw."""
+        self._same_group(other, "interpolate")
+        return SE3._trusted(
+            *self._ops["pose_interpolate"](
+                self.position, self.quaternion, other.position, other.quaternion, t
+            )
+        )
+
+    def rotation(self) -> SO3:
+        return SO3._trusted(self.quaternion)
+
+    def translation(self):
+        return self.position
+
+    def parameters(self, layout: str = "xyz_wxyz"):
+        """The 7 parameters `(..., 7)` in `layout` (see `from_parameters`)."""
+        position, quaternion = _layout(layout)
+        order = [0] * 7
+        for column, source in zip(position + quaternion, range(7)):
+            order[column] = source
+        joined = _concatenate(self.position, self.quaternion)
+        return joined[..., order]
+
+
+def _layout(layout: str):
+    if layout not in LAYOUTS:
+        raise ValueError(f"xform.SE3: layout {layout!r} must be one of {', '.join(LAYOUTS)}")
+    return LAYOUTS[layout]
+
+
+def _concatenate(a, b):
+    from ._base import _interop
+
+    kind = _interop.array_kind(a)
+    if kind == "torch":
+        import torch
+
+        return torch.cat([a, b], -1)
+    if kind == "jax":
+        import jax.numpy as jnp
+
+        return jnp.concatenate([a, b], -1)
+    import numpy as np
+
+    return np.concatenate([a, b], -1)

@@ -1,0 +1,112 @@
+"""SO(3), the rotations of space, as unit quaternions [w, x, y, z]."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import LieGroup, Random, _batch, argument, group
+
+
+@group
+class SO3(LieGroup):
+    """Rotations of 3D space: `quaternion (..., 4)`, `[w, x, y, z]` (cuRobo's and jaxlie's
+    order). Tangent: a rotation vector `(..., 3)` (axis times angle). Matrix: `(..., 3, 3)`.
+    Nothing is normalised: for a non-unit quaternion each method is its op's formula."""
+
+    fields = (("quaternion", 4),)
+    tangent_dim, matrix_dim, space_dim = 3, 3, 3
+    __slots__ = ("quaternion",)
+    quaternion: Any
+
+    def __init__(self, quaternion) -> None:
+        super().__init__(quaternion)
+
+    # --- constructors -----------------------------------------------------------------------
+
+    @classmethod
+    def exp(cls, tangent) -> SO3:
+        """The rotation by `|omega|` about `omega` (`so3_exp`)."""
+        return cls._trusted(cls._tangent(tangent)["so3_exp"](tangent))
+
+    @classmethod
+    def from_matrix(cls, matrix) -> SO3:
+        """From rotation matrices `(..., 3, 3)` (`matrix_to_quaternion`, w >= 0)."""
+        return cls._trusted(cls._matrix(matrix)["matrix_to_quaternion"](matrix))
+
+    @classmethod
+    def from_euler(cls, angles, convention: str) -> SO3:
+        """From Euler angles `(..., 3)` in SciPy's `convention` ("xyz" extrinsic, "XYZ"
+        intrinsic, ...)."""
+        ops = argument(cls, "from_euler", "angles", angles, (3,))
+        return cls._trusted(ops["euler_to_quaternion"](angles, convention))
+
+    @classmethod
+    def from_quaternion_xyzw(cls, quaternion) -> SO3:
+        """From quaternions stored `[x, y, z, w]` (SciPy, PyPose, LieTorch, Warp)."""
+        argument(cls, "from_quaternion_xyzw", "quaternion", quaternion, (4,))
+        return cls(quaternion[..., [3, 0, 1, 2]])
+
+    @classmethod
+    def from_rotation_6d(cls, d6) -> SO3:
+        """From Zhou et al.'s 6D representation `(..., 6)` (pytorch3d's: two matrix rows)."""
+        ops = argument(cls, "from_rotation_6d", "d6", d6, (6,))
+        return cls._trusted(ops["matrix_to_quaternion"](ops["rotation_6d_to_matrix"](d6)))
+
+    @classmethod
+    def sample_uniform(
+        cls, batch_shape=(), *, seed=None, generator=None, key=None, like=None, dtype=None
+    ) -> SO3:
+        """Uniform (Haar) rotations: normalised standard normals, drawn as
+        `random_quaternion` draws (NumPy `seed`, torch `generator`, JAX `key`)."""
+        random = Random("SO3.sample_uniform", seed, generator, key, like, dtype)
+        normals = random.normal((*_batch(batch_shape, "SO3.sample_uniform"), 4))
+        ops = argument(cls, "sample_uniform", "normals", normals, (4,))
+        return cls._trusted(ops["quaternion_normalize"](normals))
+
+    # --- methods ------------------------------------------------------------------------------
+
+    def multiply(self, other: SO3) -> SO3:
+        """`self @ other`: the Hamilton product, `other` applied first."""
+        self._same_group(other, "multiply")
+        return SO3._trusted(self._ops["quaternion_multiply"](self.quaternion, other.quaternion))
+
+    def apply(self, points):
+        """`self @ points`: `q (0, p) q*` for points `(..., 3)`."""
+        points = self._points(points, "apply")
+        return self._ops["quaternion_rotate"](self.quaternion, points)
+
+    def inverse(self) -> SO3:
+        """The conjugate (the inverse of a unit quaternion)."""
+        return SO3._trusted(self._ops["quaternion_conjugate"](self.quaternion))
+
+    def log(self):
+        """The rotation vector `(..., 3)`, `|omega| <= pi` (`so3_log`)."""
+        return self._ops["so3_log"](self.quaternion)
+
+    def as_matrix(self):
+        return self._ops["quaternion_to_matrix"](self.quaternion)
+
+    def adjoint(self):
+        """`(..., 3, 3)`: the rotation matrix."""
+        return self.as_matrix()
+
+    def jlog(self):
+        """`J_r^-1(log R)`: the derivative of `log(R exp(delta))` in delta at 0."""
+        return self._ops["so3_right_jacobian_inverse"](self.log())
+
+    def normalize(self) -> SO3:
+        return SO3._trusted(self._ops["quaternion_normalize"](self.quaternion))
+
+    def interpolate(self, other: SO3, t) -> SO3:
+        """Spherical linear interpolation along the shorter arc (`quaternion_slerp`)."""
+        self._same_group(other, "interpolate")
+        return SO3._trusted(self._ops["quaternion_slerp"](self.quaternion, other.quaternion, t))
+
+    def as_quaternion_xyzw(self):
+        return self.quaternion[..., [1, 2, 3, 0]]
+
+    def as_euler(self, convention: str):
+        return self._ops["quaternion_to_euler"](self.quaternion, convention)
+
+    def as_rotation_6d(self):
+        return self._ops["matrix_to_rotation_6d"](self.as_matrix())
