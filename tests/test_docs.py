@@ -1,15 +1,227 @@
-"""The API reference in docs/ is generated from the op table and must match it."""
+"""The documentation is checked like code.
 
+- Every ```python block of the README and of the pages in docs/ runs, in order, each
+  page in a namespace of its own (as a reader pasting the blocks into one session).
+  A block followed by an ```text title="Output" block must print exactly that. Code that
+  is not meant to run says so in its fence: ```bash, ```text, or ```{.python .no-run}.
+  (The tutorials in docs/tutorials/ are scripts that the site's build runs.)
+- docs/api.md is generated from the op table (`python docs/generate.py`).
+- Every public name, that is every name in `__all__` of `xform` and of its backends, has
+  a reference entry: an op in docs/api.md, or a `::: name` (mkdocstrings) or a heading
+  naming it on a page.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
 import importlib.util
+import io
+import re
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+# Pages with code to run: the README and the hand-written pages (not the generated ones:
+# docs/tutorials/*.md come from scripts the build runs, docs/generated/ from the benchmarks).
+PAGES = [README, *sorted(DOCS.glob("*.md"))]
+FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<body>.*?)^```[ \t]*$", re.M | re.S)
+OUTPUT = 'text title="Output"'
+README_LIMIT = 6 * 1024  # bytes: the README is a quick start; the site has the rest
 
 
-def test_api_reference_is_generated_from_the_op_table():
+@dataclass
+class Block:
+    code: str
+    line: int  # of the block's first code line in its page, 1-based
+    expected: str | None  # what it must print, or None: unchecked
+
+
+def code_blocks(page: Path) -> list[Block]:
+    """The blocks of `page` that run, each with the output that must follow it."""
+    text = page.read_text()
+    fences = list(FENCE.finditer(text))
+    blocks = []
+    for k, fence in enumerate(fences):
+        info = fence["info"].strip()
+        if info.startswith("{") and ".no-run" in info:
+            continue
+        language = info.split()[0] if info else ""
+        if language in ("py", "python3", "pycon") or (
+            language.startswith("python") and info != "python"
+        ):
+            raise AssertionError(
+                f"{page.name}:{text.count(chr(10), 0, fence.start()) + 1}: fence ```{info}: "
+                "write ```python (it runs) or ```{.python .no-run} (it does not)"
+            )
+        if language != "python":
+            continue
+        expected = None
+        following = fences[k + 1] if k + 1 < len(fences) else None
+        if (
+            following is not None
+            and following["info"].strip() == OUTPUT
+            and not text[fence.end() : following.start()].strip()
+        ):
+            expected = following["body"]
+        line = text.count("\n", 0, fence.start("body")) + 1
+        blocks.append(Block(fence["body"], line, expected))
+    return blocks
+
+
+@contextlib.contextmanager
+def isolated_state():
+    """A page starts as a reader's fresh session would (JAX in float32, torch's default
+    dtype float32), and what it changes globally is put back afterwards (other tests set
+    `jax_enable_x64`). Warp's log of each module it loads stays out of the output."""
+    import numpy as np
+    import warp as wp
+
+    printing = np.get_printoptions()
+    log_level = wp.config.log_level
+    wp.config.log_level = wp.LOG_WARNING
+    jax = sys.modules.get("jax")
+    x64 = jax.config.jax_enable_x64 if jax else False
+    if jax:
+        jax.config.update("jax_enable_x64", False)
+    torch = sys.modules.get("torch")
+    dtype = torch.get_default_dtype() if torch else None
+    if torch:
+        torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        np.set_printoptions(**printing)
+        wp.config.log_level = log_level
+        if "jax" in sys.modules:
+            sys.modules["jax"].config.update("jax_enable_x64", x64)
+        if "torch" in sys.modules and dtype is not None:
+            sys.modules["torch"].set_default_dtype(dtype)
+
+
+def normalised(output: str) -> str:
+    return "\n".join(line.rstrip() for line in output.strip("\n").splitlines())
+
+
+def run_page(page: Path) -> list[tuple[Block, str]]:
+    """Run a page's blocks in order in one namespace; returns what each printed."""
+    namespace = {"__name__": "__docs__"}
+    printed = []
+    with isolated_state():
+        for block in code_blocks(page):
+            output = io.StringIO()
+            # Padded so that a traceback names the page's own line numbers.
+            code = compile("\n" * (block.line - 1) + block.code, str(page), "exec")
+            with contextlib.redirect_stdout(output):
+                exec(code, namespace)
+            printed.append((block, output.getvalue()))
+    return printed
+
+
+@pytest.mark.parametrize(
+    "page", [p for p in PAGES if code_blocks(p)], ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_code_blocks_run_and_print_what_the_page_shows(page):
+    for block, output in run_page(page):
+        if block.expected is not None:
+            assert normalised(output) == normalised(block.expected), (
+                f"{page.name}, the block at line {block.line} printed:\n{output}\n"
+                f"but the page shows:\n{block.expected}"
+            )
+
+
+def test_fences_that_do_not_run_say_so(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```py\nx = 1\n```\n")
+    with pytest.raises(AssertionError, match="write ```python"):
+        code_blocks(page)
+    page.write_text(
+        '```python\nprint(1)\n```\n\n```text title="Output"\n1\n```\n'
+        "```{.python .no-run}\nraise SystemExit\n```\n```bash\nexit 1\n```\n"
+    )
+    (block,) = code_blocks(page)
+    assert (block.code, block.line, block.expected) == ("print(1)\n", 2, "1\n")
+    assert [output for _, output in run_page(page)] == ["1\n"]
+
+
+def test_the_readme_is_a_quick_start():
+    size = len(README.read_bytes())
+    assert size <= README_LIMIT, (
+        f"README.md is {size} bytes; keep it a quick start (at most {README_LIMIT}) and "
+        "move the rest to a page of docs/"
+    )
+
+
+# --- the op reference -----------------------------------------------------------------------
+
+
+def load_generator():
     spec = importlib.util.spec_from_file_location("generate", DOCS / "generate.py")
     generate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generate)
-    assert (DOCS / "api.md").read_text() == generate.render(), (
+    return generate
+
+
+def test_api_reference_is_generated_from_the_op_table():
+    assert (DOCS / "api.md").read_text() == load_generator().render(), (
         "docs/api.md is out of date: run `python docs/generate.py`"
     )
+
+
+# --- every public name has an entry -------------------------------------------------------------
+
+# A module's names are documented by `::: <prefix>.<name>` or a heading `xform.<...>.<name>`.
+MODULES = {
+    "xform": ("xform", "xform"),
+    "xform.backends.torch": ("backends.torch", "xform.backends.torch"),
+    "xform.backends.jax": ("backends.jax", "xform.backends.jax"),
+    "xform.backends.bridges": ("backends.bridges", "xform.backends.bridges"),
+}
+# The op reference documents each op for xform and both adapters.
+OP_FRONT_ENDS = ("xform", "xform.backends.torch", "xform.backends.jax")
+
+
+def reference_entries() -> tuple[set[str], set[tuple[str, str]]]:
+    """The ops of docs/api.md, and the (module, name) pairs that pages document."""
+    ops = set(re.findall(r"^### `(\w+)\(", (DOCS / "api.md").read_text(), re.M))
+    entries = set()
+    for page in sorted(DOCS.rglob("*.md")):
+        text = page.read_text()
+        for module, (directive, qualified) in MODULES.items():
+            for prefix in {directive, qualified}:
+                pattern = rf"^(?:::: |#+ `){re.escape(prefix)}\.(\w+)(?:`|\s*$)"
+                entries |= {(module, name) for name in re.findall(pattern, text, re.M)}
+    return ops, entries
+
+
+def missing_entries(module: str, exported) -> list[str]:
+    ops, entries = reference_entries()
+    return [
+        name
+        for name in exported
+        if (module, name) not in entries and not (module in OP_FRONT_ENDS and name in ops)
+    ]
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_public_name_has_a_reference_entry(module):
+    missing = missing_entries(module, importlib.import_module(module).__all__)
+    assert not missing, (
+        f"{module}.__all__ names {missing} without a reference entry: give each one a "
+        f"`::: {MODULES[module][0]}.<name>` on a page of docs/ (docs/reference.md, or the "
+        "page of its feature), or, for an op, add it to xform.ops.FAMILIES and run "
+        "`python docs/generate.py`"
+    )
+
+
+def test_a_name_without_an_entry_is_missing():
+    assert missing_entries("xform", ["define_op", "OPS", "so3_exp", "NotDocumented"]) == [
+        "NotDocumented"
+    ]
+    assert missing_entries("xform.backends.torch", ["TransformPoint", "so3_exp"]) == []
+    assert missing_entries("xform.backends.bridges", ["so3_exp"]) == ["so3_exp"]
