@@ -3,8 +3,11 @@ arrays, differentiably. Both are zero-copy at the boundary (DLPack views, see
 `xform._interop`) and take and return pytrees (tuples, lists, dicts) of arrays.
 
 - `jax_to_torch(fn)`: PyTorch tensors in and out; `fn` runs eagerly on JAX views of the
-  tensors (wrap it in `jax.jit` yourself for speed); PyTorch autograd differentiates
-  through it with `jax.vjp`. Double backward is not supported.
+  tensors (wrap it in `jax.jit` yourself for speed). PyTorch differentiates through it
+  with JAX's own transforms: backward and `torch.func.grad` / `vjp` / `jacrev` with
+  `jax.vjp` (a plain backward through the pullback its forward kept), `torch.func.jvp`,
+  `jacfwd` and `torch.autograd.forward_ad` with `jax.jvp`, and `torch.func.vmap` (of any
+  of these) with `jax.vmap`. Second derivatives (double backward, `hessian`) raise.
 - `torch_to_jax(fn)`: JAX arrays in and out; works under `jax.jit`, where `fn` runs in an
   XLA FFI call on PyTorch views of XLA's buffers (its results are copied once into XLA's
   output buffers); `jax.grad` differentiates through it with `torch.autograd.grad`. Output
@@ -34,35 +37,146 @@ __all__ = ["jax_to_torch", "torch_to_jax"]
 # --- JAX inside PyTorch -------------------------------------------------------------------
 
 
-class _JaxCall(torch.autograd.Function):
-    """apply(fn, trees, *tensors): `trees["in"]` holds the argument pytree's leaves (the
-    tensors among them replaced by `tensors`); the output pytree goes to `trees["out"]`."""
+class _JaxFunction:
+    """A JAX function of arrays returning a list of arrays, as the Functions below take
+    it (an object, not a pytree: torch.func rebuilds the containers among a Function's
+    arguments), with its derivatives by JAX. `pullback` is where the forward leaves
+    `jax.vjp`'s pullback when asked to (`keep_pullback`)."""
+
+    def __init__(self, function, keep_pullback: bool = False):
+        self.function, self.keep_pullback, self.pullback = function, keep_pullback, None
+
+    def __call__(self, *arrays) -> list:
+        return self.function(*arrays)
+
+    def tangents(self, n: int, *arrays) -> list:
+        """The results' tangents (`jax.jvp`): n primals, then their tangents (None: zero)."""
+        primals, tangents = arrays[:n], arrays[n:]
+        tangents = jax.jvp(self.function, primals, tuple(map(_tangent, primals, tangents)))[1]
+        return list(map(_no_float0, tangents))
+
+    def gradients(self, pullback, n: int, *arrays) -> list:
+        """The primals' gradients: n primals, then the results' cotangents; through
+        `pullback`, or else a `jax.vjp` of its own."""
+        if pullback is None:
+            _, pullback = jax.vjp(self.function, *arrays[:n])
+        return list(map(_no_float0, pullback(list(arrays[n:]))))
+
+    def mapped(self, in_dims) -> _JaxFunction:
+        """The function over a `torch.func.vmap` batch: `jax.vmap` of it, results mapped at 0."""
+        return _JaxFunction(jax.vmap(self.function, in_axes=tuple(in_dims), out_axes=0))
+
+
+def _tangent(primal, tangent):
+    """JAX's tangent for a primal: zeros for a missing one (float0 for integers)."""
+    if tangent is not None:
+        return tangent
+    if jax.numpy.issubdtype(primal.dtype, jax.numpy.inexact):
+        return jax.numpy.zeros_like(primal)
+    return np.zeros(primal.shape, jax.dtypes.float0)
+
+
+def _no_float0(derivative):
+    """An integer's derivative (JAX's float0, which no framework can hold) as an empty
+    float array; the gradient of an integer tensor is None in PyTorch."""
+    if derivative.dtype == jax.dtypes.float0:
+        return jax.numpy.zeros((0,), jax.numpy.float32)
+    return derivative
+
+
+def _arrays(tensors) -> list:
+    return [None if t is None else to_jax(t.detach()) for t in tensors]
+
+
+def _tensors(arrays) -> tuple[torch.Tensor, ...]:
+    return tuple(to_torch(x) for x in arrays)
+
+
+# Whether a torch.func transform is active (private torch state: where it is missing,
+# assume one is, which only costs a second forward in the backward).
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: True)
+
+_SECOND_DERIVATIVE = (
+    "jax_to_torch: {} over a derivative (double backward, hessian, jacfwd of jacrev) is not "
+    "supported; the first derivative is exact"
+)
+
+
+class _JaxDerivative(torch.autograd.Function):
+    """apply(derivative, *tensors): a first derivative by JAX (`_JaxFunction.tangents` or
+    `.gradients`, bound), as a Function so that torch.func.vmap maps it (`jax.vmap`);
+    differentiating it again raises."""
 
     @staticmethod
-    def forward(ctx, fn, trees, *tensors):
-        leaves, treedef, slots = trees["in"]
-
-        def call(*arrays):
-            values = list(leaves)
-            for slot, x in zip(slots, arrays):
-                values[slot] = x
-            return fn(*jax.tree_util.tree_unflatten(treedef, values))
-
-        arrays = [to_jax(t.detach()) for t in tensors]
-        if any(ctx.needs_input_grad[2:]):
-            out, ctx.pullback = jax.vjp(call, *arrays)
-        else:
-            out = call(*arrays)
-        out_leaves, ctx.out_tree = jax.tree_util.tree_flatten(out)
-        trees["out"] = ctx.out_tree
-        return tuple(to_torch(x) for x in out_leaves)
+    def forward(derivative, *tensors):
+        return _tensors(derivative(*_arrays(tensors)))
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
     def backward(ctx, *grads):
-        cotangents = [to_jax(g.contiguous()) for g in grads]
-        grads_in = ctx.pullback(jax.tree_util.tree_unflatten(ctx.out_tree, cotangents))
-        return (None, None, *[to_torch(g) for g in grads_in])
+        raise RuntimeError(_SECOND_DERIVATIVE.format("reverse mode"))
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise RuntimeError(_SECOND_DERIVATIVE.format("forward mode"))
+
+    @staticmethod
+    def vmap(info, in_dims, derivative, *tensors):
+        # Applied again, mapped: the transforms around this one still see it.
+        mapped = jax.vmap(derivative, in_axes=tuple(in_dims[1:]), out_axes=0)
+        results = _JaxDerivative.apply(mapped, *tensors)
+        return results, (0,) * len(results)
+
+
+class _JaxCall(torch.autograd.Function):
+    """apply(function, *tensors) -> the results of a `_JaxFunction` on the tensors:
+    reverse mode by `jax.vjp` (through the forward's pullback when it kept one, so that a
+    plain backward runs no second forward), forward mode by `jax.jvp`, torch.func.vmap by
+    `jax.vmap` (the mapped function applied again, so that the transforms around it still
+    see it)."""
+
+    @staticmethod
+    def forward(function, *tensors):
+        arrays = _arrays(tensors)
+        if function.keep_pullback:
+            results, function.pullback = jax.vjp(function, *arrays)
+        else:
+            results = function(*arrays)
+        return _tensors(results)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        function, *tensors = inputs
+        ctx.function, ctx.pullback, function.pullback = function, function.pullback, None
+        ctx.differentiable = [x.is_floating_point() for x in output]
+        ctx.save_for_backward(*tensors)
+        ctx.save_for_forward(*tensors)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        tensors = ctx.saved_tensors
+        gradients = functools.partial(ctx.function.gradients, ctx.pullback, len(tensors))
+        if torch.is_grad_enabled() or _functorch_active():
+            grads_in = _JaxDerivative.apply(gradients, *tensors, *grads)
+        else:  # nothing can map or differentiate these gradients: no Function around them
+            grads_in = _tensors(gradients(*_arrays((*tensors, *grads))))
+        grads_in = [g if x.is_floating_point() else None for g, x in zip(grads_in, tensors)]
+        return (None, *grads_in)
+
+    @staticmethod
+    def jvp(ctx, function_tangent, *tangents):
+        tensors = ctx.saved_tensors
+        derivative = functools.partial(ctx.function.tangents, len(tensors))
+        tangents_out = _JaxDerivative.apply(derivative, *tensors, *tangents)
+        return tuple(t if d else None for t, d in zip(tangents_out, ctx.differentiable))
+
+    @staticmethod
+    def vmap(info, in_dims, function, *tensors):
+        results = _JaxCall.apply(function.mapped(in_dims[1:]), *tensors)
+        return results, (0,) * len(results)
 
 
 def jax_to_torch(fn):
@@ -72,9 +186,28 @@ def jax_to_torch(fn):
     def wrapped(*args):
         leaves, treedef = jax.tree_util.tree_flatten(args)
         slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-        trees = {"in": (leaves, treedef, slots)}
-        outputs = _JaxCall.apply(fn, trees, *[leaves[i] for i in slots])
-        return jax.tree_util.tree_unflatten(trees["out"], list(outputs))
+        tensors = [leaves[i] for i in slots]
+        out_tree = []
+
+        def leaf_function(*arrays):
+            values = list(leaves)
+            for slot, x in zip(slots, arrays):
+                values[slot] = x
+            out_leaves, tree = jax.tree_util.tree_flatten(
+                fn(*jax.tree_util.tree_unflatten(treedef, values))
+            )
+            out_tree[:] = [tree]
+            return out_leaves
+
+        # A plain backward uses the forward's pullback. Under torch.func the backward may
+        # meet a mapped cotangent, or another level's tensors: it runs its own jax.vjp.
+        keep_pullback = (
+            torch.is_grad_enabled()
+            and any(t.requires_grad for t in tensors)
+            and not _functorch_active()
+        )
+        outputs = _JaxCall.apply(_JaxFunction(leaf_function, keep_pullback), *tensors)
+        return jax.tree_util.tree_unflatten(out_tree[0], list(outputs))
 
     return wrapped
 

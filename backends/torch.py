@@ -10,13 +10,21 @@ How each PyTorch transform reaches the core's kernels:
 - `torch.func.vmap`: the `vmap` staticmethod moves the mapped dimension to the front of
   every operand (a size-1 one for unmapped operands) and calls the same op with one more
   "mapped prefix" dimension: one launch serves the whole batch;
-- `torch.compile(fullgraph=True)`: Dynamo cannot trace a Function with a custom `jvp`,
-  and `torch.library.custom_op` has no forward-mode rule, so while compiling the ops are
-  called as custom ops with `register_fake` and `register_autograd`; in eager mode as
-  the full Function. Both run the same kernels.
+- `torch.compile(fullgraph=True)`: Dynamo refuses to trace a Function with a custom `jvp`
+  (and outside its own autograd support it would inline `forward`, dropping the `jvp` and
+  `vmap` rules), while a `torch.library.custom_op` has no forward-mode rule (its tangents
+  come out zero) and its `register_autograd` fails under `torch.func.grad`. So while
+  compiling, each call goes to the same Function, built over custom ops (`xform::<op>`,
+  `xform_jvp::<op>`, `xform_vjp::<op>`, with fake implementations) instead of direct
+  launches, and wrapped in a function marked `torch.compiler.allow_in_graph`: Dynamo
+  records it as one node, and AOTAutograd runs the Function under whatever the graph
+  holds (backward, `torch.func.grad`, `jvp`, `vmap`, `jacfwd`, `jacrev`, forward AD), so
+  every rule applies exactly as in eager mode and the compiled graph holds the custom ops.
+  Both paths run the same kernels.
 
-Double backward is not supported: differentiating a gradient raises a RuntimeError
-(never a silently wrong second derivative).
+Second derivatives are not supported: differentiating a gradient or a tangent again
+(double backward, `hessian`, `jacfwd` of `jacrev`) raises a RuntimeError naming the op,
+eager or compiled (never a silently wrong second derivative).
 
 Tensors are read and written in place through DLPack; only non-contiguous inputs are
 copied. On CUDA every launch goes to `torch.cuda.current_stream()`, with no host
@@ -27,8 +35,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.abc
+import importlib.util
 import inspect
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 import torch.autograd.forward_ad as forward_ad
@@ -226,6 +238,20 @@ def _jvp(op: Op, operands, tangents, prefix: int = 0):
         )
 
 
+class Products(NamedTuple):
+    """How a Function reaches the kernels: `forward(op, operands, prefix, buffers)`,
+    `vjp(op, operands, cotangents, needed, prefix)`, `jvp(op, operands, tangents, prefix)`,
+    each returning a list of tensors."""
+
+    forward: Callable
+    vjp: Callable
+    jvp: Callable
+
+
+# Eager: the kernels launch directly on the tensors' memory.
+LAUNCHED = Products(_forward, _vjp, _jvp)
+
+
 def _unpack(results):
     return results[0] if len(results) == 1 else tuple(results)
 
@@ -265,12 +291,21 @@ class _Derivative(torch.autograd.Function):
             "is not supported; the first derivative is exact"
         )
 
+    @classmethod
+    def jvp(cls, ctx, *tangents):
+        raise RuntimeError(
+            f"xform.{cls.op.name}: forward mode over a derivative (torch.func.jvp or jacfwd "
+            "of a gradient or tangent, hessian) is not supported; the first derivative is exact"
+        )
+
 
 # --- autograd.Functions, generated from the op table ---------------------------------------
 
 
 @functools.cache
-def vjp_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
+def vjp_function(
+    op: Op, prefix: int = 0, products: Products = LAUNCHED
+) -> type[torch.autograd.Function]:
     """Operands, then one cotangent per result, then the `needed` flags -> one gradient
     per operand (an empty tensor where not needed). A Function so that it can be vmapped."""
     n, r = len(op.operands), len(op.results)
@@ -279,7 +314,7 @@ def vjp_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
         @staticmethod
         def forward(*args):
             operands, cotangents, needed = args[:n], args[n : n + r], args[n + r]
-            grads = _vjp(op, operands, cotangents, needed, prefix)
+            grads = products.vjp(op, operands, cotangents, needed, prefix)
             return tuple(g if g is not None else operands[0].new_empty(0) for g in grads)
 
         @staticmethod
@@ -287,7 +322,7 @@ def vjp_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
             # Every input gets the mapped dimension spelled out: an unmapped operand still
             # has one gradient per map element, so the adjoint must not sum over the map.
             front = _expanded_to_front(args[: n + r], in_dims[: n + r], info.batch_size)
-            grads = vjp_function(op, prefix + 1).apply(*front, args[n + r])
+            grads = vjp_function(op, prefix + 1, products).apply(*front, args[n + r])
             return grads, tuple(0 if need else None for need in args[n + r])
 
     Vjp.__name__ = Vjp.__qualname__ = f"{op.name}_vjp"
@@ -296,20 +331,22 @@ def vjp_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
 
 
 @functools.cache
-def jvp_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
+def jvp_function(
+    op: Op, prefix: int = 0, products: Products = LAUNCHED
+) -> type[torch.autograd.Function]:
     """Operands, then one tangent per operand (None for zero) -> the results' tangents."""
     n = len(op.operands)
 
     class Jvp(_Derivative):
         @staticmethod
         def forward(*args):
-            return _unpack(_jvp(op, args[:n], args[n:], prefix))
+            return _unpack(products.jvp(op, args[:n], args[n:], prefix))
 
         @staticmethod
         def vmap(info, in_dims, *args):
             # Tangents must have their operand's shape, so every input gets the map's size.
             front = _expanded_to_front(args, in_dims, info.batch_size)
-            out = jvp_function(op, prefix + 1).apply(*front)
+            out = jvp_function(op, prefix + 1, products).apply(*front)
             return out, 0 if len(op.results) == 1 else (0,) * len(op.results)
 
     Jvp.__name__ = Jvp.__qualname__ = f"{op.name}_jvp"
@@ -336,9 +373,11 @@ def _with_cached_signature(function: type[torch.autograd.Function]):
 
 
 @functools.cache
-def op_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
+def op_function(
+    op: Op, prefix: int = 0, products: Products = LAUNCHED
+) -> type[torch.autograd.Function]:
     """The op as a Function: `apply(*operands, *result_buffers, *gradient_buffers)`, the
-    buffers optional (None) and only at prefix 0."""
+    buffers optional (None) and only at prefix 0 with the LAUNCHED products."""
     n, r = len(op.operands), len(op.results)
     result_names = op.result_buffers
 
@@ -348,7 +387,7 @@ def op_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
             operands = args[:n]
             if any(b is not None for b in args[n:]):  # only at prefix 0 (vmap refuses them)
                 _check_buffers(op, operands, args[n:])  # before any launch
-            return _unpack(_forward(op, operands, prefix, _result_buffers(args)))
+            return _unpack(products.forward(op, operands, prefix, _result_buffers(args)))
 
         @staticmethod
         def setup_context(ctx, inputs, output):
@@ -367,9 +406,10 @@ def op_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
             if not op.differentiable or not any(needed):
                 return (None,) * len(ctx.needs_input_grad)
             if _plain_backward():
-                grads = _vjp(op, ctx.saved_tensors, grad_outputs, needed, prefix)
+                grads = products.vjp(op, ctx.saved_tensors, grad_outputs, needed, prefix)
             else:  # a Function: vmappable, and differentiating it raises
-                grads = vjp_function(op, prefix).apply(*ctx.saved_tensors, *grad_outputs, needed)
+                vjp = vjp_function(op, prefix, products)
+                grads = vjp.apply(*ctx.saved_tensors, *grad_outputs, needed)
             grads = [g if need else None for g, need in zip(grads, needed)]
             return (*grads, *[None] * (len(ctx.needs_input_grad) - n))
 
@@ -377,7 +417,7 @@ def op_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
         def jvp(ctx, *tangents):
             if not op.differentiable:
                 return _unpack([None] * r)
-            return jvp_function(op, prefix).apply(*ctx.saved_tensors, *tangents[:n])
+            return jvp_function(op, prefix, products).apply(*ctx.saved_tensors, *tangents[:n])
 
         @staticmethod
         def vmap(info, in_dims, *args):
@@ -385,7 +425,7 @@ def op_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
                 raise ValueError(
                     f"{op.name}: preallocated buffers cannot be used under torch.func.vmap"
                 )
-            out = op_function(op, prefix + 1).apply(*_to_front(args[:n], in_dims[:n]))
+            out = op_function(op, prefix + 1, products).apply(*_to_front(args[:n], in_dims[:n]))
             return out, 0 if r == 1 else (0,) * r
 
     def _result_buffers(args):
@@ -428,7 +468,7 @@ def _needed(op: Op, needs_input_grad) -> tuple[bool, ...]:
     return tuple(bool(g) and o.differentiable for g, o in zip(needs_input_grad, op.operands))
 
 
-# --- torch.compile: the same kernels as custom ops ----------------------------------------
+# --- torch.compile: the same Functions, reaching the kernels through custom ops ------------
 
 
 def _fake_results(op: Op, operands, prefix: int = 0) -> list[torch.Tensor]:
@@ -437,59 +477,152 @@ def _fake_results(op: Op, operands, prefix: int = 0) -> list[torch.Tensor]:
     return [operands[0].new_empty(shape) for shape in shapes]
 
 
-def _register_custom_ops(op: Op):
-    """`xform::<op key>` (and `xform::<op key>_vjp`) for torch.compile: functional, no
-    buffers."""
-    n = len(op.operands)
-    args = ", ".join(f"Tensor {o.name}" for o in op.operands)
-    returns = (
-        "Tensor" if len(op.results) == 1 else "(" + ", ".join(["Tensor"] * len(op.results)) + ")"
-    )
+class CustomOps(NamedTuple):
+    """An op's three products as functional `torch.library` custom ops, the mapped prefix
+    an argument: `xform::<key>`, and for a differentiable op `xform_jvp::<key>` (operands,
+    tangents) and `xform_vjp::<key>` (operands, cotangents, needed flags). A namespace per
+    product, so that no op's key can meet another's derivative."""
 
-    def forward(*operands):
-        return _unpack(_forward(op, operands))
+    forward: Callable
+    jvp: Callable | None
+    vjp: Callable | None
 
-    custom = torch.library.custom_op(
-        f"xform::{op.key}", forward, mutates_args=(), schema=f"({args}) -> {returns}"
-    )
-    custom.register_fake(lambda *operands: _unpack(_fake_results(op, operands)))
-    if not op.differentiable:
+
+def _register_custom_ops(op: Op) -> CustomOps:
+    """The custom ops of `op`, with fake (shape-only) implementations for tracing. They
+    carry no autograd of their own: the Function around them differentiates and maps."""
+    n, r = len(op.operands), len(op.results)
+    # Positional names: an op's own operand names could clash with `prefix` or `needed`.
+    operands = ", ".join(f"Tensor operand{k}" for k in range(n))
+    tangents = ", ".join(f"Tensor? tangent{k}" for k in range(n))
+    cotangents = ", ".join(f"Tensor? cotangent{k}" for k in range(r))
+    results = "Tensor" if r == 1 else "(" + ", ".join(["Tensor"] * r) + ")"
+
+    def define(namespace: str, arguments: str, returns: str, kernel, fake):
+        custom = torch.library.custom_op(
+            f"{namespace}::{op.key}",
+            kernel,
+            mutates_args=(),
+            schema=f"({arguments}, int prefix) -> {returns}",
+        )
+        custom.register_fake(fake)
         return custom
 
-    cotangents = ", ".join(f"Tensor? {r.name}" for r in op.results)
+    forward = define(
+        "xform",
+        operands,
+        results,
+        lambda *args: _unpack(_forward(op, args[:n], args[n])),
+        lambda *args: _unpack(_fake_results(op, args[:n], args[n])),
+    )
+    if not op.differentiable:
+        return CustomOps(forward, None, None)
+    jvp = define(
+        "xform_jvp",
+        f"{operands}, {tangents}",
+        results,
+        lambda *args: _unpack(_jvp(op, args[:n], args[n : 2 * n], args[2 * n])),
+        lambda *args: _unpack(_fake_results(op, args[:n], args[2 * n])),
+    )
 
-    def vjp(*inputs):
-        operands, grads_out, needed = inputs[:n], inputs[n:-1], inputs[-1]
-        grads = _vjp(op, operands, grads_out, needed)
+    def vjp(*args):
+        operands, cotangents, needed, prefix = args[:n], args[n : n + r], args[-2], args[-1]
+        grads = _vjp(op, operands, cotangents, needed, prefix)
         return [g if g is not None else operands[0].new_empty(0) for g in grads]
 
-    def fake_vjp(*inputs):
-        operands, needed = inputs[:n], inputs[-1]
+    def fake_vjp(*args):
+        operands, needed = args[:n], args[-2]
         return [x.new_empty(x.shape if need else (0,)) for x, need in zip(operands, needed)]
 
-    custom_vjp = torch.library.custom_op(
-        f"xform::{op.key}_vjp",
-        vjp,
-        mutates_args=(),
-        schema=f"({args}, {cotangents}, bool[] needed) -> Tensor[]",
-    )
-    custom_vjp.register_fake(fake_vjp)
-
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
-
-    def backward(ctx, *grad_outputs):
-        needed = list(_needed(op, ctx.needs_input_grad))
-        grads = custom_vjp(*ctx.saved_tensors, *grad_outputs, needed)
-        return tuple(g if need else None for g, need in zip(grads, needed))
-
-    custom.register_autograd(backward, setup_context=setup_context)
-    return custom
+    vjp = define("xform_vjp", f"{operands}, {cotangents}, bool[] needed", "Tensor[]", vjp, fake_vjp)
+    return CustomOps(forward, jvp, vjp)
 
 
 # Every op's custom ops, registered as soon as the op exists (registering inside a
 # region that torch.compile traces would break the trace).
-CUSTOM_OPS: dict[Op, object] = {}
+CUSTOM_OPS: dict[Op, CustomOps] = {}
+
+
+def _as_list(results) -> list[torch.Tensor]:
+    return list(results) if isinstance(results, (tuple, list)) else [results]
+
+
+def _dispatched_forward(op: Op, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor]:
+    return _as_list(CUSTOM_OPS[op].forward(*operands, prefix))
+
+
+def _dispatched_vjp(op: Op, operands, cotangents, needed, prefix: int = 0):
+    return CUSTOM_OPS[op].vjp(*operands, *cotangents, list(needed), prefix)
+
+
+def _dispatched_jvp(op: Op, operands, tangents, prefix: int = 0) -> list[torch.Tensor]:
+    return _as_list(CUSTOM_OPS[op].jvp(*operands, *tangents, prefix))
+
+
+# Traced (torch.compile): the kernels as custom ops, which the trace records as nodes.
+DISPATCHED = Products(_dispatched_forward, _dispatched_vjp, _dispatched_jvp)
+
+
+def _traced_call(op: Op):
+    """What a call of `op` is while torch.compile traces: the op's Function with the
+    DISPATCHED products, in a function marked `allow_in_graph`. Dynamo records that call as
+    one node instead of inlining the Function (it refuses a Function with a `jvp`, and
+    outside its own autograd support it would drop the jvp and vmap rules); AOTAutograd
+    then runs the Function under whichever transforms the trace holds (backward,
+    `torch.func.grad`, `jvp`, `vmap`, forward AD), so every rule applies as in eager mode,
+    and records the custom ops that the Function calls."""
+    function = op_function(op, 0, DISPATCHED)
+
+    def call(*operands):
+        return function.apply(*operands)
+
+    call.__name__ = call.__qualname__ = op.name
+    return _allow_in_graph(call)
+
+
+# Marking a function `allow_in_graph` imports torch._dynamo, which would double the
+# import time of this module (~0.9 s of CPU) for programs that never compile. So the
+# marks wait for Dynamo's first import (torch.compile makes it), and are made as soon as
+# that import is done, before anything can be traced.
+_DYNAMO = "torch._dynamo"
+_UNMARKED: list[Callable] = []
+
+
+def _allow_in_graph(call: Callable) -> Callable:
+    if _DYNAMO in sys.modules:
+        return torch.compiler.allow_in_graph(call)
+    _UNMARKED.append(call)
+    return call
+
+
+class _MarkWhenDynamoLoads(importlib.abc.MetaPathFinder):
+    """An import hook that lets torch._dynamo load as usual, then marks the waiting
+    functions; it removes itself at that import."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _DYNAMO:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            try:
+                run(module)
+            except BaseException:
+                sys.meta_path.insert(0, self)  # a later import tries again
+                raise
+            while _UNMARKED:
+                torch.compiler.allow_in_graph(_UNMARKED.pop())
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if _DYNAMO not in sys.modules:
+    sys.meta_path.insert(0, _MarkWhenDynamoLoads())
 
 
 # --- the functional API: cuRobo's signatures --------------------------------------------
@@ -507,7 +640,7 @@ def _make_functional(op: Op):
     ]
     signature = inspect.Signature(params)
     function_class = op_function(op)
-    custom = CUSTOM_OPS[op]
+    traced = _traced_call(op)
 
     n_buffers = len(result_names) + len(grad_names)
 
@@ -519,7 +652,7 @@ def _make_functional(op: Op):
         operands, buffers = numbers_as_arrays(op, args[:n]), args[n:] or (None,) * n_buffers
         _check_operand_types(op, operands)
         if torch.compiler.is_compiling():
-            return _compiled_call(custom, operands, buffers[: len(result_names)])
+            return _compiled_call(traced, operands, buffers[: len(result_names)])
         if any(b is not None for b in buffers):
             _check_buffers(op, operands, buffers)
             # A result buffer reused call after call carries no autograd history into the
@@ -562,8 +695,8 @@ def _check_operand_types(op: Op, operands) -> None:
         ARRAYS.check(op.name, operand.name, x)
 
 
-def _compiled_call(custom, operands, result_buffers):
-    results = custom(*operands)
+def _compiled_call(traced, operands, result_buffers):
+    results = traced(*operands)
     if not any(b is not None for b in result_buffers):
         return results
     results = results if isinstance(results, tuple) else (results,)

@@ -166,6 +166,102 @@ def test_jax_to_torch_pytrees_and_zero_copy_outputs(rng):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-12, atol=1e-12)
 
 
+@jax.jit  # eager, JAX would compile every operation anew under each transform
+def pose_and_points_function(pose, points):
+    """A JAX function of pytrees: a dict in, a tuple out."""
+    w, v = pose["q"][0], pose["q"][1:]
+    turned = points + 2 * w * jnp.cross(v, points) + 2 * jnp.cross(v, jnp.cross(v, points))
+    moved = turned + pose["t"]
+    return moved, (moved**2).sum(-1) * w
+
+
+def pose_and_points(rng, n=6):
+    t, q, p = random_args("transform_points", [(), (), (n,)], rng)
+    return {"t": t, "q": q}, p
+
+
+def as_torch(tree):
+    return jax.tree_util.tree_map(torch.from_numpy, tree)
+
+
+def assert_trees_equal(got, want, rtol=1e-13):
+    got, want = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=rtol, atol=1e-13)
+
+
+def test_jax_to_torch_forward_mode_matches_jax_jvp(rng):
+    """torch.func.jvp, torch.autograd.forward_ad and torch.func.jacfwd through the bridge
+    give JAX's tangents (jax.jvp, jax.jacfwd)."""
+    import torch.autograd.forward_ad as fwAD
+
+    primals, tangents = pose_and_points(rng), pose_and_points(rng)
+    bridged = xform.jax_to_torch(pose_and_points_function)
+    want = jax.jvp(pose_and_points_function, primals, tangents)[1]
+    assert_trees_equal(torch.func.jvp(bridged, as_torch(primals), as_torch(tangents))[1], want)
+    with fwAD.dual_level():
+        duals = jax.tree_util.tree_map(fwAD.make_dual, as_torch(primals), as_torch(tangents))
+        dual_out = bridged(*duals)
+        assert_trees_equal([fwAD.unpack_dual(o).tangent for o in dual_out], want)
+    argnums = (0, 1)
+    assert_trees_equal(
+        torch.func.jacfwd(bridged, argnums)(*as_torch(primals)),
+        jax.jacfwd(pose_and_points_function, argnums)(*primals),
+    )
+
+
+def test_jax_to_torch_forward_mode_with_a_missing_tangent_and_integers(rng):
+    """An integer argument passes through (no tangent); an integer result gets none."""
+
+    def scaled(x, k):
+        return jnp.sin(x) * k, k * 2
+
+    x, dx = rng.normal(size=(2, 5))
+    k = np.arange(5)
+    bridged = xform.jax_to_torch(scaled)
+    out, (tangent, int_tangent) = torch.func.jvp(
+        lambda x: bridged(x, torch.from_numpy(k)), (torch.from_numpy(x),), (torch.from_numpy(dx),)
+    )
+    np.testing.assert_allclose(tangent.numpy(), np.cos(x) * k * dx, rtol=1e-14)
+    assert out[1].dtype == torch.int64 and not int_tangent.any()
+
+
+def test_jax_to_torch_under_vmap_grad_and_jacrev(rng):
+    """torch.func.vmap (jax.vmap inside), vmap of grad, and jacrev through the bridge
+    equal JAX's own."""
+    bridged = xform.jax_to_torch(pose_and_points_function)
+    pose, _ = pose_and_points(rng)
+    points = rng.normal(size=(3, 6, 3))  # three point sets, one shared pose
+    in_dims = (None, 0)
+
+    def loss(fn):
+        return lambda pose, points: sum((o**2).sum() for o in fn(pose, points))
+
+    assert_trees_equal(
+        torch.func.vmap(bridged, in_dims)(*as_torch((pose, points))),
+        jax.vmap(pose_and_points_function, in_dims)(pose, points),
+    )
+    assert_trees_equal(
+        torch.func.vmap(torch.func.grad(loss(bridged), (0, 1)), in_dims)(*as_torch((pose, points))),
+        jax.vmap(jax.grad(loss(pose_and_points_function), (0, 1)), in_dims)(pose, points),
+    )
+    assert_trees_equal(
+        torch.func.jacrev(bridged, (0, 1))(*as_torch((pose, points[0]))),
+        jax.jacrev(pose_and_points_function, (0, 1))(pose, points[0]),
+    )
+
+
+def test_jax_to_torch_second_derivatives_raise_clearly(rng):
+    bridged = xform.jax_to_torch(xj.so3_exp)
+    omega = torch.from_numpy(rng.normal(size=3)).requires_grad_()
+    (g,) = torch.autograd.grad(bridged(omega).sum(), omega, create_graph=True)
+    with pytest.raises(RuntimeError, match="jax_to_torch: reverse mode over a derivative"):
+        g.sum().backward()
+    with pytest.raises(RuntimeError, match="jax_to_torch: forward mode over a derivative"):
+        torch.func.hessian(lambda w: bridged(w).sum())(omega.detach())
+
+
 def test_torch_to_jax_under_jit_grad_matches_jax_adapter(rng):
     t, q, p = map(jnp.asarray, random_args("transform_points", [(1,), (1,), (30,)], rng))
 

@@ -11,6 +11,7 @@ import xform
 
 torch = pytest.importorskip("torch")
 xt = pytest.importorskip("xform.backends.torch")
+fwAD = pytest.importorskip("torch.autograd.forward_ad")
 
 OPS = sorted(xform.OPS)
 DIFFERENTIABLE = [n for n in OPS if xform.OPS[n].differentiable]
@@ -198,8 +199,6 @@ def test_calls_that_no_autograd_sees_build_no_graph(rng):
 
 
 def test_forward_ad_dual_numbers(rng):
-    import torch.autograd.forward_ad as fwAD
-
     args = random_args("pose_multiply", [(3,), (3,), (1,), (3,)], rng)
     directions = [rng.normal(size=a.shape) for a in args]
     with fwAD.dual_level():
@@ -520,3 +519,187 @@ def test_compiled_call_with_result_buffer(rng):
     )
     fn(t, q, p, buffer)
     torch.testing.assert_close(buffer, xt.transform_points(t, q, p), rtol=0, atol=0)
+
+
+# --- torch.func transforms and forward AD inside torch.compile ------------------------------
+
+
+def transform_cases(rng):
+    """Every op, and each op family with its static arguments bound: label -> (fn, args,
+    args mapped over a leading dimension, in_dims)."""
+    cases = {}
+    for name in OPS:
+        mapped_args, mapped = vmap_args(name, rng, size=2)
+        cases[name] = (
+            getattr(xt, name),
+            tuple(tensors(random_args(name, leading_cases(name)[2], rng))),
+            tuple(tensors(mapped_args)),
+            tuple(0 if m else None for m in mapped),
+        )
+
+    def family(label, fn, first, *rest):  # the first argument mapped over two samples
+        cases[label] = (
+            fn,
+            tuple(tensors([first[0], *rest])),
+            tuple(tensors([first, *rest])),
+            (0, *[None] * len(rest)),
+        )
+
+    rotations = np.stack([random_args("matrix_to_quaternion", [(5,)], rng)[0] for _ in "ab"])
+    points, targets = rng.normal(size=(2, 2, 3, 6, 3))
+    family(
+        "euler_to_quaternion",
+        lambda a: xt.euler_to_quaternion(a, "XYZ"),
+        rng.normal(size=(2, 5, 3)),
+    )
+    family("euler_to_matrix", lambda a: xt.euler_to_matrix(a, "zyx"), rng.normal(size=(2, 5, 3)))
+    family(
+        "quaternion_to_euler",
+        lambda q: xt.quaternion_to_euler(q, "ZXZ"),
+        rng.normal(size=(2, 5, 4)),
+    )
+    family("matrix_to_euler", lambda m: xt.matrix_to_euler(m, "xyz"), rotations)
+    family(
+        "rigid_registration",
+        lambda p, y, w: xt.rigid_registration(p, y, w, scale=True),
+        np.stack([points, points + 0.1]),
+        targets,
+        rng.uniform(0.5, 2.0, size=(3, 6)),
+    )
+    return cases
+
+
+def four_transforms(cases):
+    """torch.func.jvp, torch.func.grad, torch.func.vmap(grad) and forward AD
+    (`torch.autograd.forward_ad`) of every case, in one function: one compile covers them
+    all (a compile per op would cost over a minute). The loss weights every result by
+    fixed random weights."""
+
+    def every_case(inputs):
+        return {label: as_tuple(fn(*inputs[label])) for label, (fn, *_) in cases.items()}
+
+    def run(args, tangents, mapped_args, weights):
+        def loss(inputs):
+            return sum(
+                (w * r).sum()
+                for label, results in every_case(inputs).items()
+                for w, r in zip(weights[label], results)
+            )
+
+        in_dims = {label: case[3] for label, case in cases.items()}
+        with fwAD.dual_level():
+            duals = {
+                label: tuple(fwAD.make_dual(a, t) for a, t in zip(args[label], tangents[label]))
+                for label in cases
+            }
+            dual_tangents = {
+                label: [fwAD.unpack_dual(r).tangent for r in results]
+                for label, results in every_case(duals).items()
+            }
+        return {
+            "jvp": torch.func.jvp(every_case, (args,), (tangents,))[1],
+            "grad": torch.func.grad(loss)(args),
+            "vmap(grad)": torch.func.vmap(torch.func.grad(loss), in_dims=(in_dims,))(mapped_args),
+            "forward_ad": dual_tangents,
+        }
+
+    return run
+
+
+def test_func_transforms_and_forward_ad_inside_compile(rng):
+    """For every op and op family, the four transforms compiled (fullgraph) equal eager
+    mode's, value for value; a None tangent (a non-differentiable result) stays None.
+    Before issue 27 was fixed, jvp and forward AD gave zero tangents here, and grad raised."""
+    torch._dynamo.reset()
+    cases = transform_cases(rng)
+    args = {label: case[1] for label, case in cases.items()}
+    mapped_args = {label: case[2] for label, case in cases.items()}
+    tangents = {
+        label: tuple(torch.from_numpy(rng.normal(size=a.shape)) for a in case[1])
+        for label, case in cases.items()
+    }
+    weights = {
+        label: [torch.from_numpy(rng.normal(size=r.shape)) for r in as_tuple(fn(*inputs))]
+        for label, (fn, inputs, *_) in cases.items()
+    }
+    run = four_transforms(cases)
+    eager = run(args, tangents, mapped_args, weights)
+    compiled = torch.compile(run, fullgraph=True, backend="aot_eager")(
+        args, tangents, mapped_args, weights
+    )
+    for transform, per_case in eager.items():
+        for label, want in per_case.items():
+            got = compiled[transform][label]
+            assert len(got) == len(want), (transform, label)
+            for k, (g, w) in enumerate(zip(got, want)):
+                where = f"{label}: {transform}, value {k}"
+                assert (g is None) == (w is None), where
+                if w is not None:
+                    torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-14, msg=where)
+
+
+def test_adapter_import_leaves_dynamo_unloaded_until_compile():
+    """Importing the adapter does not load torch._dynamo (its marks wait for Dynamo's first
+    import); a torch.compile afterwards still gets the forward-mode rule, in a fresh
+    process where nothing loaded Dynamo before."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys, torch
+        import xform.backends.torch as xt
+        assert "torch._dynamo" not in sys.modules
+        omega, tangent = torch.randn(2, 4, 3, dtype=torch.float64)
+        jvp = lambda w, t: torch.func.jvp(xt.so3_exp, (w,), (t,))[1]
+        compiled = torch.compile(jvp, fullgraph=True, backend="aot_eager")(omega, tangent)
+        torch.testing.assert_close(compiled, jvp(omega, tangent), rtol=1e-12, atol=1e-14)
+        assert compiled.abs().max() > 0.01
+        print("ok")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
+
+
+def test_func_jvp_inside_compile_issue_example(rng):
+    """The reported case, through the default backend (inductor): a batch of identities,
+    whose tangent is far from zero."""
+    torch._dynamo.reset()
+    m = torch.eye(3, dtype=torch.float64).expand(5, 3, 3).clone()
+    dm = torch.from_numpy(rng.normal(size=(5, 3, 3)))
+    compiled = torch.compile(
+        lambda m, dm: torch.func.jvp(xt.special_procrustes, (m,), (dm,))[1], fullgraph=True
+    )(m, dm)
+    eager = torch.func.jvp(xt.special_procrustes, (m,), (dm,))[1]
+    assert eager.abs().max() > 0.1
+    torch.testing.assert_close(compiled, eager, rtol=1e-12, atol=1e-14)
+
+
+SECOND_DERIVATIVES = {
+    "hessian": (torch.func.hessian, "forward mode over a derivative"),
+    "grad-of-grad": (
+        lambda f: torch.func.grad(lambda x: torch.func.grad(f)(x).sum()),
+        "double backward",
+    ),
+}
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("which", SECOND_DERIVATIVES)
+def test_second_derivatives_raise_clearly(which, compiled, rng):
+    """Second derivatives are not supported: an error naming the op, eager or compiled,
+    never a value. (The expected message is put together here: a compiled error quotes
+    the source lines it passed through.)"""
+    torch._dynamo.reset()
+    transform, what = SECOND_DERIVATIVES[which]
+    w = torch.from_numpy(rng.normal(size=(3, 4)))
+    second = transform(lambda omega: (w * xt.so3_exp(omega)).sum())
+    if compiled:
+        second = torch.compile(second, fullgraph=True, backend="aot_eager")
+    with pytest.raises(RuntimeError, match=r"xform\.so3_exp: " + what):
+        second(torch.from_numpy(rng.normal(size=(3, 3))))
