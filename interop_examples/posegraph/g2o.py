@@ -127,7 +127,8 @@ def read_g2o(path: str | os.PathLike) -> G2oGraph:
         raise ValueError(
             f"{path}:{lines[1]}: vertex {twice} defined twice (first on line {lines[0]})"
         )
-    vertex_values = np.array(vertices["values"], dtype=np.float64).reshape(len(vertex_ids), -1)
+    width = {3: 7, 2: 3}[dim]  # numbers after a vertex's id
+    vertex_values = np.array(vertices["values"], dtype=np.float64).reshape(-1, width)
     edge_values = np.array(edges["values"], dtype=np.float64)
     d = 6 if dim == 3 else 3
     if dim == 3:

@@ -64,20 +64,11 @@ def odometry(problem: Problem, fw):
             problem.measurements[k][edge],
             inverted[k][edge],
         )
+    relative = tuple(map(fw.array, relative))
     while np.any(parent != 0):
-        relative = tuple(
-            map(
-                fw.numpy,
-                groups.multiply(
-                    ops,
-                    group,
-                    tuple(fw.array(part[parent]) for part in relative),
-                    tuple(map(fw.array, relative)),
-                ),
-            )
-        )
+        relative = groups.multiply(ops, group, groups.take(relative, fw.index(parent)), relative)
         parent = parent[parent]
-    return _anchored(problem, relative, fw)
+    return _anchored(problem, tuple(map(fw.numpy, relative)), fw)
 
 
 def _edge_weights(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
