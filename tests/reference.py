@@ -277,6 +277,93 @@ def special_procrustes(m):
     return (u * d[..., None, :]) @ vt
 
 
+# --- SO(2) and SE(2): NumPy's complex numbers, homogeneous 3x3 matrices, and the algebra's
+# exponential through scipy.linalg.expm (the adjoints and ad from their definitions:
+# conjugation and the commutator of hat matrices) ---
+
+
+def as_complex(z):
+    return z[..., 0] + 1j * z[..., 1]
+
+
+def from_complex(c):
+    return np.stack([c.real, c.imag], -1).astype(np.float64)
+
+
+def complex_product(a, b):
+    return from_complex(as_complex(a) * as_complex(b))
+
+
+def so2_matrix(z):
+    c, s = z[..., 0], z[..., 1]
+    return np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2)
+
+
+def se2_matrix(t, z):
+    t, z = _broadcast((t, 1), (z, 1))
+    out = np.zeros((*t.shape[:-1], 3, 3))
+    out[..., :2, :2] = so2_matrix(z)
+    out[..., :2, 2] = t
+    out[..., 2, 2] = 1.0
+    return out
+
+
+def se2_hat(xi):
+    out = np.zeros((*xi.shape[:-1], 3, 3))
+    out[..., 0, 1], out[..., 1, 0] = -xi[..., 2], xi[..., 2]
+    out[..., :2, 2] = xi[..., :2]
+    return out
+
+
+def se2_vee(m):
+    return np.stack([m[..., 0, 2], m[..., 1, 2], m[..., 1, 0]], -1)
+
+
+def se2_ad(xi):
+    """ad(xi) e_k = vee([hat(xi), hat(e_k)])."""
+    a, basis = se2_hat(xi), se2_hat(np.eye(3))
+    return np.stack([se2_vee(a @ b - b @ a) for b in basis], -1)
+
+
+def se2_left_jacobian(xi):
+    return _per_element(lambda v: _integral_of_exp(se2_ad(v)), xi, element_ndims=(1,))
+
+
+def se2_exp(xi):
+    m = _per_element(lambda v: expm(se2_hat(v)), xi, element_ndims=(1,))
+    return m[..., :2, 2], m[..., :2, 0]
+
+
+def se2_log(t, z):
+    t, z = _broadcast((t, 1), (z, 1))
+    theta = np.arctan2(z[..., 1], z[..., 0])
+    quarter = np.array([[0.0, -1.0], [1.0, 0.0]])
+    v = _per_element(
+        lambda a, p: np.linalg.solve(_integral_of_exp(a[0] * quarter), p),
+        theta[..., None],
+        t,
+        element_ndims=(1, 1),
+    )
+    return np.concatenate([v, theta[..., None]], -1)
+
+
+def se2_adjoint(t, z):
+    """Ad_T e_k = vee(T hat(e_k) T^-1), T the homogeneous matrix."""
+    m = se2_matrix(t, z)
+    inverse = np.linalg.inv(m)
+    return np.stack([se2_vee(m @ b @ inverse) for b in se2_hat(np.eye(3))], -1)
+
+
+def pose_multiply_2d(t1, z1, t2, z2):
+    m = se2_matrix(t1, z1) @ se2_matrix(t2, z2)
+    return m[..., :2, 2], m[..., :2, 0]
+
+
+def pose_inverse_2d(t, z):
+    t, z = _broadcast((t, 1), (z, 1))
+    return -apply(transpose(so2_matrix(z)), t), from_complex(np.conj(as_complex(z)))
+
+
 REFERENCES = {
     "transform_points": transform_points,
     "batch_transform_points": batch_transform_points,
@@ -340,6 +427,26 @@ REFERENCES = {
     "quaternion_slerp": slerp,
     "pose_interpolate": pose_interpolate,
     "special_procrustes": special_procrustes,
+    "so2_exp": lambda theta: np.concatenate([np.cos(theta), np.sin(theta)], -1),
+    "so2_log": lambda z: np.arctan2(z[..., 1:], z[..., :1]),
+    "so2_to_matrix": so2_matrix,
+    "so2_from_matrix": lambda m: m[..., :, 0],
+    "so2_multiply": lambda a, b: complex_product(*_broadcast((a, 1), (b, 1))),
+    "so2_inverse": lambda z: from_complex(np.conj(as_complex(z))),
+    "so2_rotate": lambda z, p: complex_product(*_broadcast((z, 1), (p, 1))),
+    "so2_normalize": lambda z: z / np.linalg.norm(z, axis=-1, keepdims=True),
+    "se2_exp": se2_exp,
+    "se2_log": se2_log,
+    "se2_to_matrix": se2_matrix,
+    "se2_from_matrix": lambda m: (m[..., :2, 2], m[..., :2, 0]),
+    "se2_adjoint": se2_adjoint,
+    "transform_points_2d": lambda t, z, p: apply(*_broadcast((so2_matrix(z), 2), (p, 1))) + t,
+    "pose_multiply_2d": pose_multiply_2d,
+    "pose_inverse_2d": pose_inverse_2d,
+    "se2_left_jacobian": se2_left_jacobian,
+    "se2_left_jacobian_inverse": lambda xi: np.linalg.inv(se2_left_jacobian(xi)),
+    "se2_right_jacobian": lambda xi: se2_left_jacobian(-xi),
+    "se2_right_jacobian_inverse": lambda xi: np.linalg.inv(se2_left_jacobian(-xi)),
 }
 
 MATRIX_INPUT_OPS = {

@@ -2,7 +2,7 @@
 functions and the `define_op` calls that make them ops. The element functions are
 `@wp.func`s that user ops can call too."""
 
-from . import conversions, euler, interpolation, quaternion, registration, se3, so3
+from . import conversions, euler, interpolation, quaternion, registration, se2, se3, so2, so3
 from .conversions import CUDA_MATRIX_TO_QUATERNION, MATRIX_TO_QUATERNION, QUATERNION_TO_MATRIX
 from .transforms import (
     BATCH_TRANSFORM_POINTS,
@@ -60,6 +60,28 @@ FAMILIES = {
         se3.SE3_LEFT_JACOBIAN_INVERSE,
         se3.SE3_RIGHT_JACOBIAN,
         se3.SE3_RIGHT_JACOBIAN_INVERSE,
+    ),
+    "SO(2) and SE(2)": (
+        so2.SO2_EXP,
+        so2.SO2_LOG,
+        so2.SO2_TO_MATRIX,
+        so2.SO2_FROM_MATRIX,
+        so2.SO2_MULTIPLY,
+        so2.SO2_INVERSE,
+        so2.SO2_ROTATE,
+        so2.SO2_NORMALIZE,
+        se2.SE2_EXP,
+        se2.SE2_LOG,
+        se2.SE2_TO_MATRIX,
+        se2.SE2_FROM_MATRIX,
+        se2.SE2_ADJOINT,
+        se2.TRANSFORM_POINTS_2D,
+        se2.POSE_MULTIPLY_2D,
+        se2.POSE_INVERSE_2D,
+        se2.SE2_LEFT_JACOBIAN,
+        se2.SE2_LEFT_JACOBIAN_INVERSE,
+        se2.SE2_RIGHT_JACOBIAN,
+        se2.SE2_RIGHT_JACOBIAN_INVERSE,
     ),
     "Distances": (
         so3.ROTATION_ANGLE,
