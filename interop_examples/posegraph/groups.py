@@ -63,7 +63,7 @@ SE2 = Group(
     adjoint="se2_adjoint",
     right_jacobian_inverse="se2_right_jacobian_inverse",
     to_matrix="so2_to_matrix",
-    normalize=None,
+    normalize="so2_normalize",
 )
 
 
@@ -122,11 +122,11 @@ def rotation_matrices(fw, group: Group, rotations: np.ndarray) -> np.ndarray:
 def nearest_rotations(fw, group: Group, matrices: np.ndarray) -> np.ndarray:
     """The stored rotation nearest to each matrix (n, D, D), by special_procrustes: a 2D
     matrix M goes in as diag(M, 1), whose nearest rotation is diag(R, 1). Quaternions come
-    out with w >= 0; unit complex numbers are R's first column [cos, sin]."""
+    out with w >= 0."""
     if group.space_dim == 3:
         return fw.numpy(fw.ops.matrix_to_quaternion(fw.ops.special_procrustes(fw.array(matrices))))
     embedded = np.zeros((len(matrices), 3, 3))
     embedded[:, :2, :2] = matrices
     embedded[:, 2, 2] = 1.0
-    rotations = fw.numpy(fw.ops.special_procrustes(fw.array(embedded)))
-    return np.ascontiguousarray(rotations[:, :2, 0])
+    rotations = fw.ops.special_procrustes(fw.array(embedded))[:, :2, :2]
+    return fw.numpy(fw.ops.so2_from_matrix(rotations))
