@@ -18,10 +18,18 @@ both reach the optimum (GTSAM's, recorded below) and agree.
 
 from __future__ import annotations
 
-import argparse
-import sys
-import time
-from pathlib import Path
+import os
+
+# Each iteration works on thousands of 6 x 6 blocks: thread pools cost more than they give
+# there (PyTorch's batched products ran 3-10x slower with its pool on 2 shared cores), and
+# GTSAM, the peer, runs on one thread. Set before NumPy, PyTorch or OpenBLAS load.
+for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

@@ -105,7 +105,7 @@ def optimise(
 
     def linearise(poses):
         tick = time.perf_counter()
-        terms = map(fw.numpy, fw.ready(residuals(poses, i, j, measurements_inverse)))
+        terms = tuple(map(fw.numpy, residuals(poses, i, j, measurements_inverse)))
         tock = time.perf_counter()
         chi2, h_ii, h_ij, h_jj, g_i, g_j = normal_blocks(*terms, problem.information)
         values = pattern.assemble(h_ii, h_ij, h_jj)

@@ -22,45 +22,72 @@ import scipy.sparse as sp
 
 class BlockPattern:
     """The lower triangle of the block-sparse normal matrix of a graph with `vertices`
-    vertices of tangent size `d` and edges (i, j), vertex `fixed` left out, in CSC
-    (equivalently the upper triangle in CSR)."""
+    vertices of tangent size `d` and edges (i, j) (no self-loops), vertex 0 left out, in
+    CSC (equivalently the upper triangle in CSR).
 
-    def __init__(self, vertices: int, d: int, i: np.ndarray, j: np.ndarray, fixed: int = 0):
+    Blocks are numbered from the vertices (vertex v > 0 is block v - 1), and the layout is
+    worked out per block, not per entry: block column B holds its diagonal block's lower
+    triangle, then one d x d block for each block R > B that an edge joins to B, in
+    increasing R. Column c = B d + a has d - a + d k_B entries (k_B such blocks), the
+    first of them the diagonal."""
+
+    def __init__(self, vertices: int, d: int, i: np.ndarray, j: np.ndarray):
         self.d = d
-        variable = np.arange(vertices) - (np.arange(vertices) > fixed)  # vertex -> block
-        variable[fixed] = -1
-        self.variable = variable
-        self.size = d * (vertices - 1)
-        bi, bj = variable[i], variable[j]
-        a, b = np.meshgrid(np.arange(d), np.arange(d), indexing="ij")  # block entry (a, b)
-        a, b = a.ravel(), b.ravel()
+        blocks = vertices - 1
+        self.size = d * blocks
+        bi, bj = i - 1, j - 1  # -1: vertex 0, left out
+        # The off-diagonal blocks (R, B), R > B, each once, sorted by B then R.
+        joined = (bi >= 0) & (bj >= 0)
+        low, high = np.minimum(bi, bj), np.maximum(bi, bj)
+        pair_keys = np.unique(low[joined] * blocks + high[joined])
+        pair_col, pair_row = pair_keys // blocks, pair_keys % blocks
+        first_pair = np.searchsorted(pair_col, np.arange(blocks))
+        neighbours = np.bincount(pair_col, minlength=blocks)
+        a = np.tile(np.arange(d), blocks)  # each column's place in its block
+        column_size = d - a + d * np.repeat(neighbours, d)
+        self.indptr = np.concatenate([[0], np.cumsum(column_size)]).astype(np.int32)
+        self.nnz = int(self.indptr[-1])
+        self.diagonal = self.indptr[:-1].astype(np.int64)
+        start = self.indptr[:-1].astype(np.int64)
 
-        def entries(block_row, block_col):  # rows and columns of each edge's d x d block
-            rows = (block_row[:, None] * d + a).ravel()
-            cols = (block_col[:, None] * d + b).ravel()
-            valid = np.repeat((block_row >= 0) & (block_col >= 0), d * d)
-            return rows, cols, valid
+        def diagonal_slot(block, row, col):  # entry (row, col), row >= col, of block (B, B)
+            return start[block * d + col] + row - col
 
-        # The value array of one linearisation: H_ii, H_ij, H_jj of every edge, flat.
-        parts = [entries(bi, bi), entries(bi, bj), entries(bj, bj)]
-        rows = np.concatenate([p[0] for p in parts])
-        cols = np.concatenate([p[1] for p in parts])
-        valid = np.concatenate([p[2] for p in parts])
-        # H_ij's entries above the diagonal are stored as their mirror, below it.
-        lower_rows, lower_cols = np.maximum(rows, cols), np.minimum(rows, cols)
-        # (i != j: the problem rejects self-loops, so H_ij is never on the diagonal.)
-        part = np.repeat(np.arange(3), d * d * len(i))
-        keep = valid & ((part == 1) | (rows >= cols))
-        # CSC of the lower triangle: sorted by column, then row.
-        key = lower_cols.astype(np.int64) * self.size + lower_rows
-        unique, slot = np.unique(key[keep], return_inverse=True)
-        self.nnz = len(unique)
-        self.slots = np.full(len(rows), self.nnz, dtype=np.int64)  # the last slot: dropped
-        self.slots[keep] = slot
-        self.indices = (unique % self.size).astype(np.int32)
-        columns = unique // self.size
-        self.indptr = np.searchsorted(columns, np.arange(self.size + 1)).astype(np.int32)
-        self.diagonal = np.searchsorted(unique, np.arange(self.size) * (self.size + 1))
+        def pair_slot(block_row, block_col, row, col):  # entry (row, col) of block (R, B)
+            rank = np.searchsorted(pair_keys, block_col * blocks + block_row)
+            rank = rank - first_pair[block_col]
+            return start[block_col * d + col] + d - col + d * rank + row
+
+        # Where each row index goes: diagonal blocks, then the off-diagonal ones.
+        self.indices = np.empty(self.nnz, dtype=np.int32)
+        row, col = np.tril_indices(d)
+        every = np.arange(blocks)[:, None]
+        self.indices[diagonal_slot(every, row, col)] = every * d + row
+        row, col = (x.ravel() for x in np.meshgrid(np.arange(d), np.arange(d), indexing="ij"))
+        self.indices[pair_slot(pair_row[:, None], pair_col[:, None], row, col)] = (
+            pair_row[:, None] * d + row
+        )
+
+        # Each value of one linearisation (H_ii, H_ij, H_jj of every edge, flat) and its
+        # slot; entries above the diagonal, and vertex 0's, go to the dropped slot nnz.
+        dropped = self.nnz
+
+        def diagonal_slots(block):
+            slots = np.where(row >= col, diagonal_slot(block[:, None], row, col), dropped)
+            return np.where(block[:, None] >= 0, slots, dropped)
+
+        # H_ij's (row, col) lies in block (bi, bj); below the diagonal when bi > bj, else
+        # its mirror (col, row) in block (bj, bi) does.
+        below = (bi > bj)[:, None]
+        ij = np.where(
+            below,
+            pair_slot(high[:, None], low[:, None], row, col),
+            pair_slot(high[:, None], low[:, None], col, row),
+        )
+        ij = np.where(joined[:, None], ij, dropped)
+        self.slots = np.concatenate(
+            [diagonal_slots(bi).ravel(), ij.ravel(), diagonal_slots(bj).ravel()]
+        )
         self.gradient_slots = np.concatenate(
             [(bi[:, None] * d + np.arange(d)).ravel(), (bj[:, None] * d + np.arange(d)).ravel()]
         )
@@ -100,8 +127,8 @@ class CholmodSupernodal:
             0.0, cvxopt.matrix(pattern.indices.astype(np.int64)),
             cvxopt.matrix(columns), (pattern.size, pattern.size),
         )  # fmt: skip
-        # Our CSC order is CVXOPT's own, so values are set without sorting.
-        assert np.array_equal(np.array(self._matrix.CCS[1]).ravel(), pattern.indices)
+        # Our CSC order is CVXOPT's own (columns, then rows, ascending), so each matrix's
+        # values are set as they are (tests/test_pose_graph.py checks the solutions).
         self._symbolic = None
 
     def __call__(self, values: np.ndarray, rhs: np.ndarray) -> np.ndarray:
