@@ -45,6 +45,7 @@ sys.path.insert(0, str(REPO / "interop_examples"))
 import pose_graph  # noqa: E402
 from posegraph.framework import framework  # noqa: E402
 from posegraph.g2o import read_g2o  # noqa: E402
+from posegraph.problem import make_problem  # noqa: E402
 from posegraph.sparse import available_solvers  # noqa: E402
 
 # SE-Sync's certified optima (Rosen et al., IJRR 2019, Table 2), from the data's README.
@@ -181,6 +182,7 @@ def xform_run(path: Path, framework_name: str, out: Path | None = None) -> dict:
     linearisations = result.solves + 1
     timings = {k: v / linearisations for k, v in vars(result.timings).items()}
     return {
+        "init seconds": seconds - sum(vars(result.timings).values()),
         "chi2": result.chi2,
         "error": result.chi2 / 2,
         "iterations": result.iterations,
@@ -190,6 +192,48 @@ def xform_run(path: Path, framework_name: str, out: Path | None = None) -> dict:
         "poses": result.poses,
         "problem": problem,
     }
+
+
+def solver_comparison(name: str, repeats: int) -> dict:
+    """Each installed sparse solver on the damped normal equations of the graph at its
+    chordal start: the first solve (ordering and symbolic analysis included) and the median
+    of the next ones (a numeric factorisation and solve where the solver keeps the
+    analysis)."""
+    from posegraph import groups
+    from posegraph.initial import chordal
+    from posegraph.optimise import _framework_functions, normal_blocks
+    from posegraph.sparse import BlockPattern, make_solver
+
+    fw = framework("torch")
+    problem = make_problem(read_g2o(DATA / f"{name}.g2o"), fw)
+    poses = tuple(map(fw.array, chordal(problem, fw)))
+    residuals, _ = _framework_functions(fw, problem.group)
+    z_inverse = groups.inverse(fw.ops, problem.group, tuple(map(fw.array, problem.measurements)))
+    terms = residuals(poses, fw.index(problem.i), fw.index(problem.j), z_inverse)
+    _, h_ii, h_ij, h_jj, g_i, g_j = normal_blocks(*map(fw.numpy, terms), problem.information)
+    pattern = BlockPattern(problem.vertices, problem.group.tangent_dim, problem.i, problem.j)
+    values = pattern.assemble(h_ii, h_ij, h_jj)
+    values[pattern.diagonal] *= 1 + 1e-10
+    rhs = -pattern.gradient(g_i, g_j)
+    timings = {}
+    for solver_name in available_solvers():
+        solve = make_solver(pattern, solver_name)
+        times = []
+        for _ in range(repeats + 1):
+            start = time.perf_counter()
+            solution = solve(values, rhs)
+            times.append(time.perf_counter() - start)
+        residual = np.abs(pattern.full_matrix(values) @ solution - rhs).max() / np.abs(rhs).max()
+        timings[solver_name] = {
+            "first": times[0],
+            "next": statistics.median(times[1:]),
+            "relative residual": float(residual),
+        }
+        print(
+            f"  {name} {solver_name}: first solve {1e3 * times[0]:.1f} ms, then "
+            f"{1e3 * timings[solver_name]['next']:.1f} ms (relative residual {residual:.1e})"
+        )
+    return {"graph": name, "unknowns": pattern.size, "stored entries": pattern.nnz, **timings}
 
 
 def median_of(runs: list[dict], key: str) -> float:
@@ -287,10 +331,19 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, help="write the rows as JSON")
     args = parser.parse_args(argv)
+    load = os.getloadavg()
     rows = benchmark(args.graphs, args.repeats)
+    print("== sparse solvers")
+    timed = [name for name in ("sphere2500", "parking-garage", "manhattan") if name in args.graphs]
+    solvers = [solver_comparison(name, args.repeats) for name in timed]
     if args.out:
-        machine = {"platform": platform.platform(), "cpus": os.cpu_count(), "load": os.getloadavg()}
-        args.out.write_text(json.dumps({"machine": machine, "rows": rows}, indent=1) + "\n")
+        machine = {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load average before, after": [load, os.getloadavg()],
+        }
+        document = {"machine": machine, "rows": rows, "solvers": solvers}
+        args.out.write_text(json.dumps(document, indent=1) + "\n")
     return rows
 
 

@@ -496,3 +496,19 @@ def test_command_line(tmp_path, capsys):
     assert plot.stat().st_size > 0
     written = read_g2o(out)
     np.testing.assert_allclose(written.vertex_positions, graph.vertex_positions, atol=1e-9)
+
+
+@needs_data
+def test_benchmark_runs_on_the_smallest_graph(tmp_path, monkeypatch):
+    """benchmarks/pose_graph.py must not rot: one repeat on tinyGrid3D."""
+    pytest.importorskip("gtsam")
+    monkeypatch.syspath_prepend(str(REPO))
+    from benchmarks.pose_graph import main
+
+    rows = main(["--graphs", "tinyGrid3D", "--repeats", "1", "--out", str(tmp_path / "r.json")])
+    (row,) = rows
+    for name in ("torch", "jax"):
+        assert row[name]["within 1e-6 of gtsam best"]
+        assert row[name]["seconds"] > 0 and row[name]["iterations"] > 0
+    assert row["gtsam"]["iterations"] > 0
+    assert (tmp_path / "r.json").stat().st_size > 0
