@@ -206,6 +206,10 @@ def test_solvers(rng, solver):
     rhs = rng.normal(size=(pattern.size, 2))
     x = make_solver(pattern, solver)(values, rhs)
     np.testing.assert_allclose(pattern.full_matrix(values) @ x, rhs, atol=1e-9)
+    if solver != "superlu":  # an LU does not see that a matrix is indefinite
+        indefinite = pattern.assemble(blocks, -2 * blocks, blocks)
+        with pytest.raises(ArithmeticError):
+            make_solver(pattern, solver)(indefinite, rhs)
 
 
 # --- reading and writing -------------------------------------------------------------------

@@ -26,7 +26,7 @@ from .sparse import BlockPattern, make_solver
 
 RELATIVE_DECREASE = 1e-10
 STEP_NORM = 1e-10
-MAX_ITERATIONS = 1000  # a guard against a loop that never ends, not a stopping rule
+MAX_SOLVES = 1000  # a guard against a loop that never ends, not a stopping rule
 INITIAL_DAMPING = 1e-10  # relative to diag(H); see optimise()
 
 
@@ -119,33 +119,37 @@ def optimise(
     history = [chi2]
     if report:
         report(f"iteration 0 chi2={chi2:.10g}")
-    damping, growth = None, 2.0
+    damping, growth = INITIAL_DAMPING, 2.0
     iterations, solves, converged = 0, 0, False
-    while not converged and iterations < MAX_ITERATIONS:
+    while not converged and solves < MAX_SOLVES:
         tick = time.perf_counter()
         diagonal = np.maximum(values[pattern.diagonal], 1e-12 * values[pattern.diagonal].max())
-        if damping is None:
-            damping = INITIAL_DAMPING
         damped = values.copy()
         damped[pattern.diagonal] = diagonal * (1.0 + damping)
         timings.other += time.perf_counter() - tick
         tick = time.perf_counter()
-        step = solve(damped, -gradient)
+        try:
+            step = solve(damped, -gradient)
+        except ArithmeticError:  # not positive definite to rounding: damp more
+            step = np.full_like(gradient, np.nan)
         solves += 1
         timings.solve += time.perf_counter() - tick
+        step_norm = float(np.linalg.norm(step))
+        if not np.isfinite(step_norm):
+            damping, growth = damping * growth, growth * 2.0
+            continue
 
         tick = time.perf_counter()
-        step_norm = float(np.linalg.norm(step))
-        full_step = np.concatenate([np.zeros(d), step]).reshape(-1, d)
+        full_step = np.concatenate([np.zeros(d), step]).reshape(-1, d)  # vertex 0 stays
         trial = fw.ready(retract(poses, fw.array(full_step)))
         timings.other += time.perf_counter() - tick
         trial_chi2, trial_values, trial_gradient = linearise(trial)
         tick = time.perf_counter()
-        # The decrease that the damped quadratic model predicts: -2 g.s - s.H s.
+        # The decrease the damped quadratic model predicts, -2 g.s - s.H s, which is
+        # s.(lambda D s - g) since (H + lambda D) s = -g.
         predicted = float(step @ (damping * diagonal * step - gradient))
         actual = chi2 - trial_chi2
-        if abs(actual) < RELATIVE_DECREASE * chi2 or step_norm < STEP_NORM:
-            converged = True
+        converged = abs(actual) < RELATIVE_DECREASE * chi2 or step_norm < STEP_NORM
         if actual > 0:
             poses, chi2, values, gradient = trial, trial_chi2, trial_values, trial_gradient
             ratio = actual / predicted if predicted > 0 else 1.0
@@ -159,11 +163,10 @@ def optimise(
                     f"step={step_norm:.3g} lambda={damping:.3g} solves={solves}"
                 )
         else:
-            damping *= growth
-            growth *= 2.0
+            damping, growth = damping * growth, growth * 2.0
         timings.other += time.perf_counter() - tick
     if not converged and report:
-        report(f"stopped after {MAX_ITERATIONS} iterations without converging")
+        report(f"stopped after {MAX_SOLVES} trial steps without converging")
     return Result(
         poses=tuple(map(fw.numpy, poses)),
         chi2=chi2,

@@ -137,7 +137,7 @@ class CholmodSupernodal:
         cholmod.options["supernodal"] = 2  # always supernodal (dense kernels through BLAS)
         if self._symbolic is None:
             self._symbolic = cholmod.symbolic(self._matrix, uplo="L")
-        cholmod.numeric(self._matrix, self._symbolic)
+        cholmod.numeric(self._matrix, self._symbolic)  # ArithmeticError if not definite
         solution = cvxopt.matrix(rhs)
         cholmod.solve(self._symbolic, solution)
         return np.array(solution).reshape(rhs.shape)
@@ -156,9 +156,12 @@ class CholmodSimplicial:
 
     def __call__(self, values: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         cholespy, pattern = self._cholespy, self._pattern
-        factor = cholespy.CholeskySolverD(
-            pattern.size, pattern.indptr, pattern.indices, values, cholespy.MatrixType.CSC
-        )
+        try:
+            factor = cholespy.CholeskySolverD(
+                pattern.size, pattern.indptr, pattern.indices, values, cholespy.MatrixType.CSC
+            )
+        except (RuntimeError, ValueError) as error:  # CHOLMOD's "not positive definite"
+            raise ArithmeticError(str(error)) from error
         solution = np.zeros_like(rhs, order="C")
         factor.solve(np.ascontiguousarray(rhs), solution)
         return solution
@@ -176,10 +179,13 @@ class SuperLU:
     def __call__(self, values: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         import scipy.sparse.linalg as spla
 
-        factor = spla.splu(
-            self._pattern.full_matrix(values), permc_spec="MMD_AT_PLUS_A",
-            diag_pivot_thresh=0.0, options={"SymmetricMode": True},
-        )  # fmt: skip
+        try:
+            factor = spla.splu(
+                self._pattern.full_matrix(values), permc_spec="MMD_AT_PLUS_A",
+                diag_pivot_thresh=0.0, options={"SymmetricMode": True},
+            )  # fmt: skip
+        except RuntimeError as error:  # "Factor is exactly singular"
+            raise ArithmeticError(str(error)) from error
         return factor.solve(rhs)
 
 
@@ -196,7 +202,8 @@ def available_solvers() -> list[str]:
 
 def make_solver(pattern: BlockPattern, name: str | None = None):
     """A function (values, rhs) -> x solving H x = rhs for matrices of `pattern`; by
-    default the fastest installed."""
+    default the fastest installed. A matrix that is not positive definite (to rounding)
+    raises ArithmeticError."""
     if name is None:
         name = available_solvers()[0]
     if name not in SOLVERS:
