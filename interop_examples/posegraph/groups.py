@@ -33,7 +33,7 @@ class Group:
     adjoint: str
     right_jacobian_inverse: str
     to_matrix: str  # stored rotation -> rotation matrix
-    normalize: str | None  # the op that puts a rotation back on the group, if any
+    normalize: str  # the op that puts a rotation back on the group
 
 
 SE3 = Group(
@@ -108,9 +108,7 @@ def edge_residuals_and_jacobians(ops, group: Group, poses, i, j, measurements_in
 def retract(ops, group: Group, poses, delta):
     """T exp(delta) for every pose (delta (n, d) in the framework of the poses)."""
     position, rotation = multiply(ops, group, poses, op(ops, group, "exp")(delta))
-    if group.normalize is not None:  # keep products of many steps on the group
-        rotation = getattr(ops, group.normalize)(rotation)
-    return position, rotation
+    return position, op(ops, group, "normalize")(rotation)  # on the group after many steps
 
 
 def rotation_matrices(fw, group: Group, rotations: np.ndarray) -> np.ndarray:
@@ -130,3 +128,24 @@ def nearest_rotations(fw, group: Group, matrices: np.ndarray) -> np.ndarray:
     embedded[:, 2, 2] = 1.0
     rotations = fw.ops.special_procrustes(fw.array(embedded))[:, :2, :2]
     return fw.numpy(fw.ops.so2_from_matrix(rotations))
+
+
+def identity(group: Group, count: int) -> tuple[np.ndarray, np.ndarray]:
+    rotation = np.zeros((count, group.rotation_size))
+    rotation[:, 0] = 1.0
+    return np.zeros((count, group.space_dim)), rotation
+
+
+def rotations_from_file(fw, group: Group, rotations: np.ndarray) -> np.ndarray:
+    """A file's rotations (quaternions (n, 4), angles (n,)) in the stored form: quaternions
+    normalised, angles as unit complex numbers (so2_exp)."""
+    if group.space_dim == 3:
+        return fw.numpy(fw.ops.quaternion_normalize(fw.array(rotations)))
+    return fw.numpy(fw.ops.so2_exp(fw.array(rotations[:, None])))
+
+
+def rotations_to_file(fw, group: Group, rotations: np.ndarray) -> np.ndarray:
+    """The stored rotations as a file writes them: quaternions, or angles (so2_log)."""
+    if group.space_dim == 3:
+        return rotations
+    return fw.numpy(fw.ops.so2_log(fw.array(rotations)))[:, 0]

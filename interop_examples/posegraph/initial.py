@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from . import groups
-from .problem import Problem, identity
+from .problem import Problem
 from .sparse import BlockPattern, make_solver
 
 
@@ -57,7 +57,7 @@ def odometry(problem: Problem, fw):
     measurements = tuple(map(fw.array, problem.measurements))
     inverted = tuple(map(fw.numpy, groups.inverse(ops, group, measurements)))
     # relative[v] = T_parent(v)^-1 T_v
-    relative = identity(group, n)
+    relative = groups.identity(group, n)
     for k in (0, 1):
         relative[k][1:] = np.where(
             forward.reshape(-1, *[1] * (relative[k].ndim - 1)),

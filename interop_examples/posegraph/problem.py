@@ -1,8 +1,8 @@
 """A pose-graph problem from a parsed g2o file: vertices indexed 0..n-1 (ids sorted), edges
 as index pairs, measurements on the group, checked for what would break the optimiser.
 
-Rotations become the group's stored form here (quaternions normalised, SE(2) angles as
-unit complex numbers) through the chosen framework's xform ops (`fw`: framework.py).
+Rotations become the group's stored form here (groups.py: quaternions normalised, SE(2)
+angles as unit complex numbers) through the chosen framework's xform ops (`fw`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from . import groups
 from .g2o import G2oGraph
 from .groups import SE2, SE3, Group
 
@@ -50,28 +51,13 @@ def _where(graph: G2oGraph, edge: int) -> str:
     return f"{graph.source}:{graph.edge_lines[edge]}"
 
 
-def rotations_to_group(group: Group, rotations: np.ndarray, fw, what: str) -> np.ndarray:
-    """The file's rotations in the group's stored form: quaternions normalised (a zero
-    quaternion is an error), angles as unit complex numbers (so2_exp)."""
+def _on_group(group: Group, rotations: np.ndarray, fw, where) -> np.ndarray:
+    """The file's rotations on the group; `where(k)` names the k-th in an error."""
     if group is SE3:
-        norms = np.linalg.norm(rotations, axis=-1)
-        if np.any(norms < 1e-12):
-            raise ValueError(f"{what}: quaternion {int(np.argmin(norms))} is zero")
-        return fw.numpy(fw.ops.quaternion_normalize(fw.array(rotations)))
-    return fw.numpy(fw.ops.so2_exp(fw.array(rotations[:, None])))
-
-
-def rotations_from_group(group: Group, rotations: np.ndarray, fw) -> np.ndarray:
-    """The stored rotations as the file writes them: quaternions, or angles (so2_log)."""
-    if group is SE3:
-        return rotations
-    return fw.numpy(fw.ops.so2_log(fw.array(rotations)))[:, 0]
-
-
-def identity(group: Group, count: int) -> tuple[np.ndarray, np.ndarray]:
-    rotation = np.zeros((count, group.rotation_size))
-    rotation[:, 0] = 1.0
-    return np.zeros((count, group.space_dim)), rotation
+        zero = np.flatnonzero(np.linalg.norm(rotations, axis=-1) < 1e-12)
+        if len(zero):
+            raise ValueError(f"{where(zero[0])}: the quaternion is zero")
+    return groups.rotations_from_file(fw, group, rotations)
 
 
 def make_problem(graph: G2oGraph, fw) -> Problem:
@@ -116,20 +102,23 @@ def make_problem(graph: G2oGraph, fw) -> Problem:
         )
     measurements = (
         graph.edge_positions,
-        rotations_to_group(group, graph.edge_rotations, fw, f"{graph.source}: edges"),
+        _on_group(group, graph.edge_rotations, fw, lambda k: _where(graph, k)),
     )
     if graph.has_vertices:
         order = np.argsort(graph.vertex_ids)
         file_poses = (
             graph.vertex_positions[order],
-            rotations_to_group(
-                group, graph.vertex_rotations[order], fw, f"{graph.source}: vertices"
+            _on_group(
+                group,
+                graph.vertex_rotations[order],
+                fw,
+                lambda k: f"{graph.source}: vertex {graph.vertex_ids[order][k]}",
             ),
         )
         anchor = (file_poses[0][:1], file_poses[1][:1])
     else:
         file_poses = None
-        anchor = identity(group, 1)
+        anchor = groups.identity(group, 1)
     return Problem(
         graph=graph,
         group=group,
@@ -150,7 +139,7 @@ def with_poses(problem: Problem, poses, fw) -> G2oGraph:
         dim=graph.dim,
         vertex_ids=problem.ids,
         vertex_positions=np.asarray(poses[0]),
-        vertex_rotations=rotations_from_group(problem.group, np.asarray(poses[1]), fw),
+        vertex_rotations=groups.rotations_to_file(fw, problem.group, np.asarray(poses[1])),
         edge_ids=graph.edge_ids,
         edge_positions=graph.edge_positions,
         edge_rotations=graph.edge_rotations,
