@@ -26,17 +26,17 @@ def _anchored(problem: Problem, poses, fw):
     return tuple(map(fw.numpy, moved))
 
 
-def from_file(problem: Problem, fw):
+def from_file(problem: Problem, fw, solver: str | None = None):
     if problem.file_poses is None:
         raise ValueError(f"{problem.graph.source}: --init file: the file has no vertices")
     return problem.file_poses
 
 
-def odometry(problem: Problem, fw):
+def odometry(problem: Problem, fw, solver: str | None = None):
     """The measurements composed along a spanning tree from vertex 0 that prefers edges
     between consecutive ids (the odometry chain, where the file has one). The tree's
     products are taken by pointer jumping: log2(depth) rounds of one batched
-    pose_multiply over all vertices."""
+    pose_multiply over all vertices. (`solver`: unused, as every initialisation takes it.)"""
     n, group = problem.vertices, problem.group
     weights = np.abs(problem.ids[problem.i] - problem.ids[problem.j]).astype(np.float64)
     graph = sp.coo_matrix((weights, (problem.i, problem.j)), shape=(n, n)).tocsr()
