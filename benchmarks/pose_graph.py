@@ -1,0 +1,351 @@
+"""Pose-graph optimisation on the standard graphs: xform (PyTorch, JAX) against GTSAM.
+
+    python -m benchmarks.pose_graph [--graphs NAME ...] [--repeats N] [--out FILE.json]
+
+For every graph (default: all of `../shared/data/pose_graphs`), from the chordal start:
+- xform through PyTorch and through JAX (interop_examples/pose_graph.py's `run`): chi2,
+  iterations, seconds (initialisation + optimisation), and per linearisation the split into
+  residuals and Jacobians (xform's ops), assembly (NumPy) and solve (sparse Cholesky);
+- GTSAM 4.3.0: its chordal start (InitializePose3; in 2D LAGO, on the edges with the
+  diagonals of their information, since it refuses full noise models) and LM with its
+  default parameters, as a user runs it (it stops at a relative decrease of 1e-5), and the
+  same with the SPEC's 1e-10;
+- GTSAM's error of the vertices xform writes, against GTSAM's best (the lower of LM from
+  the file's vertices and from its chordal start, to a relative decrease of 1e-12);
+- for the 3D graphs, SE-Sync's objective at xform's solution against its certified f*.
+
+Each timing is the median of `--repeats` runs after one untimed warm-up run (which loads
+Warp's kernels and compiles JAX's functions; that first run's time is reported too), the
+frameworks and GTSAM interleaved. Thread pools are limited to one thread for all (GTSAM's
+wheel is single-threaded; the per-edge arrays are too small for PyTorch's pool to help).
+"""
+
+from __future__ import annotations
+
+import os
+
+for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data" / "pose_graphs"
+sys.path.insert(0, str(REPO / "interop_examples"))
+
+import pose_graph  # noqa: E402
+from posegraph.framework import framework  # noqa: E402
+from posegraph.g2o import read_g2o  # noqa: E402
+from posegraph.problem import make_problem  # noqa: E402
+from posegraph.sparse import available_solvers  # noqa: E402
+
+# SE-Sync's certified optima (Rosen et al., IJRR 2019, Table 2), from the data's README.
+F_STAR = {"sphere2500": 1.687e3, "parking-garage": 1.263e0}
+GRAPHS = [
+    "tinyGrid3D",
+    "smallGrid3D",
+    "sphere2500",
+    "parking-garage",
+    "intel",
+    "MIT",
+    "manhattan",
+    "CSAIL",
+]
+
+
+# --- GTSAM -----------------------------------------------------------------------------
+
+
+def gtsam_graph(path: Path, is_3d: bool):
+    import gtsam
+
+    graph, initial = gtsam.readG2o(str(path), is_3d)
+    if is_3d:
+        anchor = initial.atPose3(0) if initial.exists(0) else gtsam.Pose3()
+        graph.add(gtsam.PriorFactorPose3(0, anchor, gtsam.noiseModel.Isotropic.Sigma(6, 1e-4)))
+    else:
+        anchor = initial.atPose2(0) if initial.exists(0) else gtsam.Pose2()
+        graph.add(gtsam.PriorFactorPose2(0, anchor, gtsam.noiseModel.Isotropic.Sigma(3, 1e-4)))
+    return graph, initial
+
+
+def lago_graph(path: Path):
+    """The 2D graph with diagonal noise models (the information matrices' diagonals), which
+    GTSAM's LAGO accepts."""
+    import gtsam
+
+    parsed = read_g2o(path)
+    graph = gtsam.NonlinearFactorGraph()
+    for (i, j), (x, y), theta, information in zip(
+        parsed.edge_ids, parsed.edge_positions, parsed.edge_rotations, parsed.edge_information
+    ):
+        noise = gtsam.noiseModel.Diagonal.Precisions(np.diag(information))
+        graph.add(gtsam.BetweenFactorPose2(int(i), int(j), gtsam.Pose2(x, y, theta), noise))
+    graph.add(gtsam.PriorFactorPose2(0, gtsam.Pose2(), gtsam.noiseModel.Isotropic.Sigma(3, 1e-4)))
+    return graph
+
+
+def lm_params(relative_tolerance: float | None):
+    import gtsam
+
+    params = gtsam.LevenbergMarquardtParams()
+    if relative_tolerance is not None:
+        params.setRelativeErrorTol(relative_tolerance)
+        params.setAbsoluteErrorTol(0.0)
+        params.setMaxIterations(1000)
+    return params
+
+
+def gtsam_run(path: Path, is_3d: bool, relative_tolerance: float | None) -> dict:
+    """GTSAM's chordal start and LM, timed (not the reading)."""
+    import gtsam
+
+    graph, _ = gtsam_graph(path, is_3d)
+    start_graph = graph if is_3d else lago_graph(path)
+    start = time.perf_counter()
+    if is_3d:
+        initial = gtsam.InitializePose3.initialize(start_graph)
+    else:
+        initial = gtsam.lago.initialize(start_graph)
+    started = time.perf_counter()
+    optimizer = gtsam.LevenbergMarquardtOptimizer(graph, initial, lm_params(relative_tolerance))
+    result = optimizer.optimize()
+    end = time.perf_counter()
+    return {
+        "error": graph.error(result),
+        "iterations": optimizer.iterations(),
+        "seconds": end - start,
+        "init seconds": started - start,
+        "lm seconds": end - started,
+    }
+
+
+def gtsam_best(path: Path, is_3d: bool) -> float:
+    """The lower of GTSAM's LM errors from the file's vertices and from its chordal start,
+    to a relative decrease of 1e-12."""
+    import gtsam
+
+    graph, initial = gtsam_graph(path, is_3d)
+    if is_3d:
+        chordal = gtsam.InitializePose3.initialize(graph)
+    else:
+        chordal = gtsam.lago.initialize(lago_graph(path))
+    return min(
+        graph.error(gtsam.LevenbergMarquardtOptimizer(graph, start, lm_params(1e-12)).optimize())
+        for start in (initial, chordal)
+    )
+
+
+def gtsam_error_of_file(path: Path, written: Path, is_3d: bool) -> float:
+    import gtsam
+
+    graph, _ = gtsam_graph(path, is_3d)
+    return graph.error(gtsam.readG2o(str(written), is_3d)[1])
+
+
+# --- SE-Sync's objective ---------------------------------------------------------------
+
+
+def se_sync_objective(problem, poses) -> float:
+    """sum kappa |R_j - R_i R_ij|_F^2 + tau |t_j - t_i - R_i t_ij|^2, with tau = 3 / tr of the
+    inverse translation block of the information and kappa = 3 / (2 tr) of the inverse
+    rotation block (SE-Sync's reading of g2o files)."""
+    fw = framework("numpy")
+    information = problem.information
+    tau = 3.0 / np.trace(np.linalg.inv(information[:, :3, :3]), axis1=1, axis2=2)
+    kappa = 3.0 / (2.0 * np.trace(np.linalg.inv(information[:, 3:, 3:]), axis1=1, axis2=2))
+    rotations = fw.ops.quaternion_to_matrix(poses[1])
+    measured = fw.ops.quaternion_to_matrix(problem.measurements[1])
+    i, j = problem.i, problem.j
+    rotation_terms = ((rotations[j] - rotations[i] @ measured) ** 2).sum(axis=(1, 2))
+    predicted = np.einsum("eab,eb->ea", rotations[i], problem.measurements[0])
+    translation_terms = ((poses[0][j] - poses[0][i] - predicted) ** 2).sum(axis=1)
+    return float((kappa * rotation_terms + tau * translation_terms).sum())
+
+
+# --- xform -----------------------------------------------------------------------------
+
+
+def xform_run(path: Path, framework_name: str, out: Path | None = None) -> dict:
+    problem, _, result, seconds = pose_graph.run(
+        path, framework_name, "chordal", out=out, report=None
+    )
+    linearisations = result.solves + 1
+    timings = {k: v / linearisations for k, v in vars(result.timings).items()}
+    return {
+        "init seconds": seconds - sum(vars(result.timings).values()),
+        "chi2": result.chi2,
+        "error": result.chi2 / 2,
+        "iterations": result.iterations,
+        "solves": result.solves,
+        "seconds": seconds,
+        "per linearisation": timings,
+        "poses": result.poses,
+        "problem": problem,
+    }
+
+
+def solver_comparison(name: str, repeats: int) -> dict:
+    """Each installed sparse solver on the damped normal equations of the graph at its
+    chordal start: the first solve (ordering and symbolic analysis included) and the median
+    of the next ones (a numeric factorisation and solve where the solver keeps the
+    analysis)."""
+    from posegraph import groups
+    from posegraph.initial import chordal
+    from posegraph.optimise import _framework_functions, normal_blocks
+    from posegraph.sparse import BlockPattern, make_solver
+
+    fw = framework("torch")
+    problem = make_problem(read_g2o(DATA / f"{name}.g2o"), fw)
+    poses = tuple(map(fw.array, chordal(problem, fw)))
+    residuals, _ = _framework_functions(fw, problem.group)
+    z_inverse = groups.inverse(fw.ops, problem.group, tuple(map(fw.array, problem.measurements)))
+    terms = residuals(poses, fw.index(problem.i), fw.index(problem.j), z_inverse)
+    _, h_ii, h_ij, h_jj, g_i, g_j = normal_blocks(*map(fw.numpy, terms), problem.information)
+    pattern = BlockPattern(problem.vertices, problem.group.tangent_dim, problem.i, problem.j)
+    values = pattern.assemble(h_ii, h_ij, h_jj)
+    values[pattern.diagonal] *= 1 + 1e-10
+    rhs = -pattern.gradient(g_i, g_j)
+    timings = {}
+    for solver_name in available_solvers():
+        solve = make_solver(pattern, solver_name)
+        times = []
+        for _ in range(repeats + 1):
+            start = time.perf_counter()
+            solution = solve(values, rhs)
+            times.append(time.perf_counter() - start)
+        residual = np.abs(pattern.full_matrix(values) @ solution - rhs).max() / np.abs(rhs).max()
+        timings[solver_name] = {
+            "first": times[0],
+            "next": statistics.median(times[1:]),
+            "relative residual": float(residual),
+        }
+        print(
+            f"  {name} {solver_name}: first solve {1e3 * times[0]:.1f} ms, then "
+            f"{1e3 * timings[solver_name]['next']:.1f} ms (relative residual {residual:.1e})"
+        )
+    return {"graph": name, "unknowns": pattern.size, "stored entries": pattern.nnz, **timings}
+
+
+def median_of(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def benchmark(names: list[str], repeats: int) -> list[dict]:
+    rows = []
+    for name in names:
+        path = DATA / f"{name}.g2o"
+        is_3d = read_g2o(path).dim == 3
+        print(f"== {name}", flush=True)
+        row = {"graph": name, "dim": 3 if is_3d else 2, "solver": available_solvers()[0]}
+        runs = {"torch": [], "jax": [], "gtsam": [], "gtsam 1e-10": []}
+        first = {}
+        with tempfile.TemporaryDirectory() as folder:
+            written = {fw: Path(folder) / f"{fw}.g2o" for fw in ("torch", "jax")}
+            for fw in ("torch", "jax"):
+                first[fw] = xform_run(path, fw, out=written[fw])
+            first["gtsam"] = gtsam_run(path, is_3d, None)
+            for _ in range(repeats):
+                for fw in ("torch", "jax"):
+                    runs[fw].append(xform_run(path, fw))
+                runs["gtsam"].append(gtsam_run(path, is_3d, None))
+                runs["gtsam 1e-10"].append(gtsam_run(path, is_3d, 1e-10))
+            best = gtsam_best(path, is_3d)
+            row["gtsam best error"] = best
+            for fw in ("torch", "jax"):
+                last = runs[fw][-1]
+                error = gtsam_error_of_file(path, written[fw], is_3d)
+                row[fw] = {
+                    "gtsam error of written vertices": error,
+                    "within 1e-6 of gtsam best": bool(error <= best * (1 + 1e-6)),
+                    "chi2": last["chi2"],
+                    "iterations": last["iterations"],
+                    "solves": last["solves"],
+                    "seconds": median_of(runs[fw], "seconds"),
+                    "seconds min": min(r["seconds"] for r in runs[fw]),
+                    "first run seconds": first[fw]["seconds"],
+                    "init seconds": median_of(runs[fw], "init seconds"),
+                    "per linearisation": {
+                        k: statistics.median(r["per linearisation"][k] for r in runs[fw])
+                        for k in last["per linearisation"]
+                    },
+                }
+                if is_3d and name in F_STAR:
+                    objective = se_sync_objective(last["problem"], last["poses"])
+                    row[fw]["se-sync objective"] = objective
+                    row[fw]["se-sync ratio to f*"] = objective / F_STAR[name]
+            for key in ("gtsam", "gtsam 1e-10"):
+                last = runs[key][-1]
+                row[key] = {
+                    "error": last["error"],
+                    "iterations": last["iterations"],
+                    "seconds": median_of(runs[key], "seconds"),
+                    "seconds min": min(r["seconds"] for r in runs[key]),
+                    "init seconds": median_of(runs[key], "init seconds"),
+                    "lm seconds": median_of(runs[key], "lm seconds"),
+                }
+        report_row(row)
+        rows.append(row)
+    return rows
+
+
+def report_row(row: dict) -> None:
+    g = row["gtsam"]
+    print(
+        f"  gtsam (default LM): error {g['error']:.10g}, {g['iterations']} iterations, "
+        f"{g['seconds']:.3f} s (init {g['init seconds']:.3f} + LM {g['lm seconds']:.3f}); "
+        f"to 1e-10: {row['gtsam 1e-10']['iterations']} iterations, "
+        f"{row['gtsam 1e-10']['seconds']:.3f} s; best error {row['gtsam best error']:.10g}"
+    )
+    for fw in ("torch", "jax"):
+        r = row[fw]
+        split = r["per linearisation"]
+        text = (
+            f"  xform {fw}: error {r['gtsam error of written vertices']:.10g} "
+            f"(<= best (1 + 1e-6): {r['within 1e-6 of gtsam best']}), {r['iterations']} "
+            f"iterations, {r['seconds']:.3f} s (init {r['init seconds']:.3f}; "
+            f"{r['seconds'] / g['seconds']:.2f}x GTSAM; "
+            f"first run {r['first run seconds']:.3f} s); per linearisation: residuals + "
+            f"Jacobians {1e3 * split['residuals']:.2f} ms, assembly "
+            f"{1e3 * split['assembly']:.2f} ms, solve {1e3 * split['solve']:.2f} ms, other "
+            f"{1e3 * split['other']:.2f} ms"
+        )
+        if "se-sync objective" in r:
+            objective, ratio = r["se-sync objective"], r["se-sync ratio to f*"]
+            text += f"; SE-Sync objective {objective:.6g} = {ratio:.4f} f*"
+        print(text)
+
+
+def main(argv=None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--graphs", nargs="+", default=GRAPHS, choices=GRAPHS)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, help="write the rows as JSON")
+    args = parser.parse_args(argv)
+    load = os.getloadavg()
+    rows = benchmark(args.graphs, args.repeats)
+    print("== sparse solvers")
+    timed = [name for name in ("sphere2500", "parking-garage", "manhattan") if name in args.graphs]
+    solvers = [solver_comparison(name, args.repeats) for name in timed]
+    if args.out:
+        machine = {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load average before, after": [load, os.getloadavg()],
+        }
+        document = {"machine": machine, "rows": rows, "solvers": solvers}
+        args.out.write_text(json.dumps(document, indent=1) + "\n")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

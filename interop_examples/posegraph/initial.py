@@ -1,0 +1,127 @@
+"""Initial estimates: the file's vertices, odometry (the measurements composed along a
+spanning tree), or chordal (Carlone et al., ICRA 2015: rotations by linear least squares
+on their matrices, projected onto the group, then translations by linear least squares).
+
+Every initialisation keeps vertex 0 at the problem's anchor (the file's pose 0, or the
+identity), the gauge that the optimiser then holds fixed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
+
+from . import groups
+from .problem import Problem
+from .sparse import BlockPattern, make_solver
+
+
+def _anchored(problem: Problem, poses, fw):
+    """The poses moved by the anchor (T_anchor T_k): relative poses, and so the residuals,
+    are unchanged; vertex 0, at the identity before, lands on the anchor."""
+    moved = groups.multiply(
+        fw.ops, problem.group, tuple(map(fw.array, problem.anchor)), tuple(map(fw.array, poses))
+    )
+    return tuple(map(fw.numpy, moved))
+
+
+def from_file(problem: Problem, fw, solver: str | None = None):
+    if problem.file_poses is None:
+        raise ValueError(f"{problem.graph.source}: --init file: the file has no vertices")
+    return problem.file_poses
+
+
+def odometry(problem: Problem, fw, solver: str | None = None):
+    """The measurements composed along a spanning tree from vertex 0 that prefers edges
+    between consecutive ids (the odometry chain, where the file has one). The tree's
+    products are taken by pointer jumping: log2(depth) rounds of one batched
+    pose_multiply over all vertices. (`solver`: unused, as every initialisation takes it.)"""
+    n, group = problem.vertices, problem.group
+    weights = np.abs(problem.ids[problem.i] - problem.ids[problem.j]).astype(np.float64)
+    graph = sp.coo_matrix((weights, (problem.i, problem.j)), shape=(n, n)).tocsr()
+    tree = minimum_spanning_tree(graph)
+    order, parent = breadth_first_order(tree, 0, directed=False, return_predecessors=True)
+    parent[0] = 0
+    # The edge between each vertex and its parent, and which way round it is.
+    key = np.minimum(problem.i, problem.j) * n + np.maximum(problem.i, problem.j)
+    sorted_keys, first = np.unique(key, return_index=True)
+    child = np.arange(1, n)
+    edge = first[
+        np.searchsorted(
+            sorted_keys, np.minimum(parent[child], child) * n + np.maximum(parent[child], child)
+        )
+    ]
+    forward = problem.i[edge] == parent[child]
+    ops = fw.ops
+    measurements = tuple(map(fw.array, problem.measurements))
+    inverted = tuple(map(fw.numpy, groups.inverse(ops, group, measurements)))
+    # relative[v] = T_parent(v)^-1 T_v
+    relative = groups.identity(group, n)
+    for k in (0, 1):
+        relative[k][1:] = np.where(
+            forward.reshape(-1, *[1] * (relative[k].ndim - 1)),
+            problem.measurements[k][edge],
+            inverted[k][edge],
+        )
+    relative = tuple(map(fw.array, relative))
+    while np.any(parent != 0):
+        relative = groups.multiply(ops, group, groups.take(relative, fw.index(parent)), relative)
+        parent = parent[parent]
+    return _anchored(problem, tuple(map(fw.numpy, relative)), fw)
+
+
+def _edge_weights(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """Isotropic weights from each information matrix, as SE-Sync's: kappa for the
+    rotation, tau for the translation, the inverse mean variance of each."""
+    covariance = np.linalg.inv(problem.information)
+    D = problem.group.space_dim
+    rotation_dof = problem.group.tangent_dim - D
+    tau = D / np.trace(covariance[:, :D, :D], axis1=1, axis2=2)
+    kappa = rotation_dof / np.trace(covariance[:, D:, D:], axis1=1, axis2=2)
+    return kappa, tau
+
+
+def chordal(problem: Problem, fw, solver: str | None = None):
+    """Rotations R_v minimising sum kappa |R_j - R_i R_ij|_F^2 over all matrices with R_0 = I
+    (one sparse solve: with Y_v = R_v^T the columns of Y separate, Y_j = R_ij^T Y_i), each
+    projected onto the group by special_procrustes; then translations minimising
+    sum tau |t_j - t_i - R_i t_ij|^2 with t_0 = 0 (one sparse solve of the graph's
+    weighted Laplacian, one right-hand side per coordinate)."""
+    group, n, D = problem.group, problem.vertices, problem.group.space_dim
+    i, j = problem.i, problem.j
+    kappa, tau = _edge_weights(problem)
+    measured = groups.rotation_matrices(fw, group, problem.measurements[1])  # R_ij (m, D, D)
+
+    # Rotations: residual Y_j - M Y_i with M = R_ij^T; Y_0 = I is fixed, so its terms move to
+    # the right-hand side: the gradient at Y = 0 (Y_0 = I) is -kappa M for j when i = 0, and
+    # -kappa M^T for i when j = 0.
+    eye = np.broadcast_to(np.eye(D), measured.shape)
+    blocks = BlockPattern(n, D, i, j)
+    values = blocks.assemble(
+        kappa[:, None, None] * eye, -kappa[:, None, None] * measured, kappa[:, None, None] * eye
+    )
+    transposed = np.swapaxes(measured, 1, 2)
+    from_zero = (i == 0)[:, None, None]
+    to_zero = (j == 0)[:, None, None]
+    g_i = np.where(to_zero, -kappa[:, None, None] * measured, 0.0)  # (m, D, D): columns
+    g_j = np.where(from_zero, -kappa[:, None, None] * transposed, 0.0)
+    gradient = np.stack([blocks.gradient(g_i[..., c], g_j[..., c]) for c in range(D)], axis=1)
+    y = make_solver(blocks, solver)(values, -gradient).reshape(n - 1, D, D)
+    matrices = np.concatenate([np.eye(D)[None], np.swapaxes(y, 1, 2)])  # R_v = Y_v^T
+    rotations = groups.nearest_rotations(fw, group, matrices)
+
+    # Translations: residual t_j - t_i - b with b = R_i t_ij; t_0 = 0 fixed.
+    projected = groups.rotation_matrices(fw, group, rotations)
+    b = np.einsum("eab,eb->ea", projected[i], problem.measurements[0])
+    laplacian = BlockPattern(n, 1, i, j)
+    values = laplacian.assemble(tau, -tau, tau)
+    gradient = np.stack(
+        [laplacian.gradient(tau * b[:, c], -tau * b[:, c]) for c in range(D)], axis=1
+    )
+    translations = make_solver(laplacian, solver)(values, -gradient)
+    positions = np.concatenate([np.zeros((1, D)), translations])
+    return _anchored(problem, (positions, rotations), fw)
+
+
+INITIALISATIONS = {"chordal": chordal, "odometry": odometry, "file": from_file}
