@@ -159,16 +159,15 @@ def se_sync_objective(problem, poses) -> float:
     """sum kappa |R_j - R_i R_ij|_F^2 + tau |t_j - t_i - R_i t_ij|^2, with tau = 3 / tr of the
     inverse translation block of the information and kappa = 3 / (2 tr) of the inverse
     rotation block (SE-Sync's reading of g2o files)."""
-    fw = framework("numpy")
     information = problem.information
     tau = 3.0 / np.trace(np.linalg.inv(information[:, :3, :3]), axis1=1, axis2=2)
     kappa = 3.0 / (2.0 * np.trace(np.linalg.inv(information[:, 3:, 3:]), axis1=1, axis2=2))
-    rotations = fw.ops.quaternion_to_matrix(poses[1])
-    measured = fw.ops.quaternion_to_matrix(problem.measurements[1])
+    rotations = poses.rotation().as_matrix()
+    measured = problem.measurements.rotation().as_matrix()
     i, j = problem.i, problem.j
     rotation_terms = ((rotations[j] - rotations[i] @ measured) ** 2).sum(axis=(1, 2))
-    predicted = np.einsum("eab,eb->ea", rotations[i], problem.measurements[0])
-    translation_terms = ((poses[0][j] - poses[0][i] - predicted) ** 2).sum(axis=1)
+    predicted = np.einsum("eab,eb->ea", rotations[i], problem.measurements.position)
+    translation_terms = ((poses.position[j] - poses.position[i] - predicted) ** 2).sum(axis=1)
     return float((kappa * rotation_terms + tau * translation_terms).sum())
 
 
@@ -199,16 +198,15 @@ def solver_comparison(name: str, repeats: int) -> dict:
     chordal start: the first solve (ordering and symbolic analysis included) and the median
     of the next ones (a numeric factorisation and solve where the solver keeps the
     analysis)."""
-    from posegraph import groups
     from posegraph.initial import chordal
     from posegraph.optimise import _framework_functions, normal_blocks
     from posegraph.sparse import BlockPattern, make_solver
 
     fw = framework("torch")
     problem = make_problem(read_g2o(DATA / f"{name}.g2o"), fw)
-    poses = tuple(map(fw.array, chordal(problem, fw)))
-    residuals, _ = _framework_functions(fw, problem.group)
-    z_inverse = groups.inverse(fw.ops, problem.group, tuple(map(fw.array, problem.measurements)))
+    poses = fw.group(chordal(problem, fw))
+    residuals, _ = _framework_functions(fw)
+    z_inverse = fw.group(problem.measurements).inverse()
     terms = residuals(poses, fw.index(problem.i), fw.index(problem.j), z_inverse)
     _, h_ii, h_ij, h_jj, g_i, g_j = normal_blocks(*map(fw.numpy, terms), problem.information)
     pattern = BlockPattern(problem.vertices, problem.group.tangent_dim, problem.i, problem.j)

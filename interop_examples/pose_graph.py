@@ -1,4 +1,4 @@
-"""Pose-graph optimisation on real data (g2o files), in PyTorch or JAX, through xform's ops.
+"""Pose-graph optimisation on real data (g2o files), in PyTorch or JAX, on xform's groups.
 
     python interop_examples/pose_graph.py FILE.g2o [--framework torch|jax]
         [--init chordal|odometry|file] [--out OUT.g2o] [--plot OUT.png] [--solver NAME]

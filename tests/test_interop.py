@@ -86,6 +86,18 @@ def test_non_contiguous_and_requires_grad_inputs(rng):
     np.testing.assert_array_equal(w.numpy(), t.detach().numpy()[:, ::2])
 
 
+def test_read_only_numpy_to_jax_is_a_copy(rng):
+    """NumPy's view of a JAX array is read-only, which DLPack cannot export: to_jax copies
+    it, so that a round trip through NumPy works."""
+    values = rng.normal(size=(5, 3))
+    read_only = xform.to_numpy(jnp.asarray(values))
+    assert not read_only.flags.writeable
+    np.testing.assert_array_equal(np.asarray(xform.to_jax(read_only)), values)
+    frozen = values.copy()
+    frozen.setflags(write=False)
+    np.testing.assert_array_equal(np.asarray(xform.to_jax(frozen)), values)
+
+
 def test_conversion_of_other_objects_raises():
     with pytest.raises(
         TypeError, match="expected a NumPy, Warp, PyTorch or JAX array, got builtins.list"

@@ -84,8 +84,8 @@ def to_torch(x: Any):
 
 
 def to_jax(x: Any):
-    """A JAX array sharing `x`'s memory where JAX can alias it (a compact buffer aligned
-    to 64 bytes); otherwise a copy."""
+    """A JAX array sharing `x`'s memory where JAX can alias it (a compact, writable buffer
+    aligned to 64 bytes); otherwise a copy."""
     import jax
 
     kind = _kind_or_error(x, "to_jax")
@@ -95,8 +95,10 @@ def to_jax(x: Any):
         x = x.detach()
         if not x.is_contiguous():
             x = x.contiguous()
-    elif kind == "numpy" and not x.flags.c_contiguous:
-        x = np.ascontiguousarray(x)
+    elif kind == "numpy" and not (x.flags.c_contiguous and x.flags.writeable):
+        # DLPack exports neither strides JAX takes nor a read-only buffer (as NumPy's view
+        # of a JAX array is): a copy
+        x = np.array(x, order="C")
     elif kind == "warp" and not x.is_contiguous:
         x = x.contiguous()
     return jax.dlpack.from_dlpack(x)

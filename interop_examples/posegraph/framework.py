@@ -1,5 +1,5 @@
-"""The frameworks the optimiser runs in: xform's ops module for each, and how arrays go
-between it and NumPy (where the sparse algebra runs).
+"""The frameworks the optimiser runs in: xform's ops module for each, and how arrays and
+poses (xform's group objects) go between it and NumPy (where the sparse algebra runs).
 
 `numpy` runs xform's kernels on NumPy arrays (`xform`'s dispatching functions); `torch`
 goes through `xform.backends.torch`, eagerly; `jax` through `xform.backends.jax`, with the
@@ -23,6 +23,7 @@ class Framework:
     array: Callable[[np.ndarray], Any]  # float64 NumPy -> framework
     index: Callable[[np.ndarray], Any]  # integer NumPy -> framework
     numpy: Callable[[Any], np.ndarray]
+    group: Callable[[Any], Any]  # a group element over NumPy -> over this framework's arrays
     jit: Callable[[Callable], Callable]
     ready: Callable[[Any], Any]  # waits for an asynchronous result (for timings)
 
@@ -34,7 +35,9 @@ def _identity(x):
 def _numpy() -> Framework:
     import xform
 
-    return Framework("numpy", xform, np.asarray, np.asarray, np.asarray, _identity, _identity)
+    return Framework(
+        "numpy", xform, np.asarray, np.asarray, np.asarray, _identity, _identity, _identity
+    )
 
 
 def _torch() -> Framework:
@@ -47,6 +50,7 @@ def _torch() -> Framework:
         array=lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64)),
         index=lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)),
         numpy=lambda t: t.detach().numpy(),
+        group=lambda element: element.to_torch(),
         jit=_identity,
         ready=_identity,
     )
@@ -65,6 +69,7 @@ def _jax() -> Framework:
         array=lambda a: jnp.asarray(a, dtype=jnp.float64),
         index=lambda a: jnp.asarray(a, dtype=jnp.int32),
         numpy=np.asarray,
+        group=lambda element: element.to_jax(),
         jit=jax.jit,
         ready=jax.block_until_ready,
     )

@@ -18,12 +18,9 @@ from .sparse import BlockPattern, make_solver
 
 
 def _anchored(problem: Problem, poses, fw):
-    """The poses moved by the anchor (T_anchor T_k): relative poses, and so the residuals,
-    are unchanged; vertex 0, at the identity before, lands on the anchor."""
-    moved = groups.multiply(
-        fw.ops, problem.group, tuple(map(fw.array, problem.anchor)), tuple(map(fw.array, poses))
-    )
-    return tuple(map(fw.numpy, moved))
+    """The poses (NumPy) moved by the anchor (T_anchor T_k): relative poses, and so the
+    residuals, are unchanged; vertex 0, at the identity before, lands on the anchor."""
+    return (fw.group(problem.anchor) @ fw.group(poses)).to_numpy()
 
 
 def from_file(problem: Problem, fw, solver: str | None = None):
@@ -36,8 +33,8 @@ def odometry(problem: Problem, fw, solver: str | None = None):
     """The measurements composed along a spanning tree from vertex 0 that prefers edges
     between consecutive ids (the odometry chain, where the file has one). The tree's
     products are taken by pointer jumping: log2(depth) rounds of one batched
-    pose_multiply over all vertices. (`solver`: unused, as every initialisation takes it.)"""
-    n, group = problem.vertices, problem.group
+    product over all vertices. (`solver`: unused, as every initialisation takes it.)"""
+    n = problem.vertices
     weights = np.abs(problem.ids[problem.i] - problem.ids[problem.j]).astype(np.float64)
     graph = sp.coo_matrix((weights, (problem.i, problem.j)), shape=(n, n)).tocsr()
     tree = minimum_spanning_tree(graph)
@@ -53,22 +50,17 @@ def odometry(problem: Problem, fw, solver: str | None = None):
         )
     ]
     forward = problem.i[edge] == parent[child]
-    ops = fw.ops
-    measurements = tuple(map(fw.array, problem.measurements))
-    inverted = tuple(map(fw.numpy, groups.inverse(ops, group, measurements)))
-    # relative[v] = T_parent(v)^-1 T_v
-    relative = groups.identity(group, n)
-    for k in (0, 1):
-        relative[k][1:] = np.where(
-            forward.reshape(-1, *[1] * (relative[k].ndim - 1)),
-            problem.measurements[k][edge],
-            inverted[k][edge],
-        )
-    relative = tuple(map(fw.array, relative))
+    # relative[v] = T_parent(v)^-1 T_v: the identity for vertex 0, else the measurement of
+    # the edge to the parent, inverted where the edge runs from v to its parent.
+    measurements = problem.measurements
+    inverted = fw.group(measurements).inverse().to_numpy()
+    choices = groups.concatenate([problem.group.identity((1,)), measurements, inverted])
+    choice = np.concatenate([[0], np.where(forward, 1 + edge, 1 + problem.edges + edge)])
+    relative = fw.group(choices)[fw.index(choice)]
     while np.any(parent != 0):
-        relative = groups.multiply(ops, group, groups.take(relative, fw.index(parent)), relative)
+        relative = relative[fw.index(parent)] @ relative
         parent = parent[parent]
-    return _anchored(problem, tuple(map(fw.numpy, relative)), fw)
+    return _anchored(problem, relative.to_numpy(), fw)
 
 
 def _edge_weights(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
@@ -91,7 +83,7 @@ def chordal(problem: Problem, fw, solver: str | None = None):
     group, n, D = problem.group, problem.vertices, problem.group.space_dim
     i, j = problem.i, problem.j
     kappa, tau = _edge_weights(problem)
-    measured = groups.rotation_matrices(fw, group, problem.measurements[1])  # R_ij (m, D, D)
+    measured = fw.numpy(fw.group(problem.measurements).rotation().as_matrix())  # R_ij (m, D, D)
 
     # Rotations: residual Y_j - M Y_i with M = R_ij^T; Y_0 = I is fixed, so its terms move to
     # the right-hand side: the gradient at Y = 0 (Y_0 = I) is -kappa M for j when i = 0, and
@@ -112,8 +104,8 @@ def chordal(problem: Problem, fw, solver: str | None = None):
     rotations = groups.nearest_rotations(fw, group, matrices)
 
     # Translations: residual t_j - t_i - b with b = R_i t_ij; t_0 = 0 fixed.
-    projected = groups.rotation_matrices(fw, group, rotations)
-    b = np.einsum("eab,eb->ea", projected[i], problem.measurements[0])
+    projected = fw.numpy(fw.group(rotations).as_matrix())
+    b = np.einsum("eab,eb->ea", projected[i], problem.measurements.position)
     laplacian = BlockPattern(n, 1, i, j)
     values = laplacian.assemble(tau, -tau, tau)
     gradient = np.stack(
@@ -121,7 +113,7 @@ def chordal(problem: Problem, fw, solver: str | None = None):
     )
     translations = make_solver(laplacian, solver)(values, -gradient)
     positions = np.concatenate([np.zeros((1, D)), translations])
-    return _anchored(problem, (positions, rotations), fw)
+    return _anchored(problem, group.from_rotation_and_translation(rotations, positions), fw)
 
 
 INITIALISATIONS = {"chordal": chordal, "odometry": odometry, "file": from_file}

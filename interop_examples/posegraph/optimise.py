@@ -1,7 +1,7 @@
 """Levenberg-Marquardt on a pose graph: residuals and Jacobians of all edges in the chosen
-framework (one batched call per op), the normal equations assembled into one sparse
-matrix in NumPy (batched 6 x 6 products are several times faster in NumPy than in
-PyTorch), and one sparse Cholesky solve per trial step.
+framework (on xform's group objects, one batched call per op), the normal equations
+assembled into one sparse matrix in NumPy (batched 6 x 6 products are several times
+faster in NumPy than in PyTorch), and one sparse Cholesky solve per trial step.
 
 chi2 = sum r^T Omega r. The step solves (H + lambda diag(H)) delta = -g (Marquardt's
 scaling, so that nothing depends on the units of a file), with lambda updated from the
@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import groups
+from xform import SE2, SE3, manifold
+
 from .problem import Problem
 from .sparse import BlockPattern, make_solver
 
@@ -42,7 +43,7 @@ class Timings:
 
 @dataclass
 class Result:
-    poses: tuple[np.ndarray, np.ndarray]
+    poses: SE3 | SE2  # over NumPy
     chi2: float
     iterations: int  # linearisations (accepted steps, plus the last)
     solves: int  # trial steps (a rejected step costs a solve but no iteration)
@@ -51,20 +52,35 @@ class Result:
     timings: Timings = field(default_factory=Timings)
 
 
+def edge_residuals_and_jacobians(poses, i, j, measurements_inverse):
+    """For every edge (i, j) with measurement Z: the residual r = log(Z^-1 T_i^-1 T_j) and
+    its Jacobians in right perturbations of T_i and T_j,
+
+        dr/d(delta_j) = J_r^-1(r),   dr/d(delta_i) = -J_r^-1(r) Ad(T_j^-1 T_i),
+
+    since (T_i exp(delta))^-1 T_j = T_i^-1 T_j exp(-Ad(T_j^-1 T_i) delta): both move the
+    error E = Z^-1 T_i^-1 T_j on its right, and log(E exp(e)) = r + J_r^-1(r) e + O(e^2).
+    `poses`: a batch of group objects, `i, j`: index arrays of its framework,
+    `measurements_inverse`: the Z^-1, a batch over the edges. One batched call per op for
+    all edges. Returns r (m, d), J_i (m, d, d), J_j (m, d, d)."""
+    relative = poses[i].inverse() @ poses[j]
+    error = measurements_inverse @ relative
+    jacobian_j = error.jlog()
+    return error.log(), -(jacobian_j @ relative.inverse().adjoint()), jacobian_j
+
+
+def retract(poses, delta):
+    """T exp(delta) for every pose (delta (n, d) in the framework of the poses), put back on
+    the group (rounding drifts a quaternion's norm over many steps)."""
+    return manifold.rplus(poses, delta).normalize()
+
+
 @functools.cache
-def _framework_functions(fw, group):
-    """The per-iteration functions of the framework's arrays: residuals and Jacobians of
-    all edges, and the retraction; jitted in JAX (cached, so that a second run on a graph
-    of the same size compiles nothing)."""
-    ops = fw.ops
-
-    def residuals(poses, i, j, measurements_inverse):
-        return groups.edge_residuals_and_jacobians(ops, group, poses, i, j, measurements_inverse)
-
-    def retract(poses, delta):
-        return groups.retract(ops, group, poses, delta)
-
-    return fw.jit(residuals), fw.jit(retract)
+def _framework_functions(fw):
+    """The per-iteration functions in the framework `fw`: jitted in JAX, where they take and
+    return group objects (pytrees), cached so that a second run on a graph of the same sizes
+    compiles nothing."""
+    return fw.jit(edge_residuals_and_jacobians), fw.jit(retract)
 
 
 def normal_blocks(residual, jacobian_i, jacobian_j, information):
@@ -90,15 +106,14 @@ def optimise(
     solver: str | None = None,
     report: Callable[[str], None] | None = print,
 ) -> Result:
-    """Levenberg-Marquardt from `initial` (a pair of NumPy arrays), in the framework `fw`."""
-    group = problem.group
-    d = group.tangent_dim
+    """Levenberg-Marquardt from `initial` (group objects over NumPy), in the framework
+    `fw`."""
+    d = problem.group.tangent_dim
     timings = Timings()
     start = time.perf_counter()
-    residuals, retract = _framework_functions(fw, group)
+    residuals, retraction = _framework_functions(fw)
     i, j = fw.index(problem.i), fw.index(problem.j)
-    measurements = tuple(map(fw.array, problem.measurements))
-    measurements_inverse = groups.inverse(fw.ops, group, measurements)
+    measurements_inverse = fw.group(problem.measurements).inverse()
     pattern = BlockPattern(problem.vertices, d, problem.i, problem.j)
     solve = make_solver(pattern, solver)
     timings.other += time.perf_counter() - start
@@ -114,7 +129,7 @@ def optimise(
         timings.assembly += time.perf_counter() - tock
         return chi2, values, gradient
 
-    poses = tuple(map(fw.array, initial))
+    poses = fw.group(initial)
     chi2, values, gradient = linearise(poses)
     history = [chi2]
     if report:
@@ -141,7 +156,7 @@ def optimise(
 
         tick = time.perf_counter()
         full_step = np.concatenate([np.zeros(d), step]).reshape(-1, d)  # vertex 0 stays
-        trial = fw.ready(retract(poses, fw.array(full_step)))
+        trial = fw.ready(retraction(poses, fw.array(full_step)))
         timings.other += time.perf_counter() - tick
         trial_chi2, trial_values, trial_gradient = linearise(trial)
         tick = time.perf_counter()
@@ -168,7 +183,7 @@ def optimise(
     if not converged and report:
         report(f"stopped after {MAX_SOLVES} trial steps without converging")
     return Result(
-        poses=tuple(map(fw.numpy, poses)),
+        poses=poses.to_numpy(),
         chi2=chi2,
         iterations=iterations,
         solves=solves,

@@ -21,7 +21,7 @@ def plot_trajectories(
     closures = np.abs(problem.ids[problem.i] - problem.ids[problem.j]) > 1
     figure, axes = plt.subplots(1, 2, figsize=(12, 6))
     for axis, poses, label in zip(axes, (before, after), labels):
-        xy = np.asarray(poses[0])[:, :2]
+        xy = np.asarray(poses.position)[:, :2]
         segments = np.stack([xy[problem.i[closures]], xy[problem.j[closures]]], axis=1)
         axis.plot(*segments.transpose(2, 1, 0), color="0.85", linewidth=0.3, zorder=1)
         axis.plot(xy[:, 0], xy[:, 1], color="tab:blue", linewidth=0.6, zorder=2)

@@ -1,7 +1,7 @@
 """A pose-graph problem from a parsed g2o file: vertices indexed 0..n-1 (ids sorted), edges
 as index pairs, measurements on the group, checked for what would break the optimiser.
 
-Rotations become the group's stored form here (groups.py: quaternions normalised, SE(2)
+Poses become group objects over NumPy here (groups.py: quaternions normalised, SE(2)
 angles as unit complex numbers) through the chosen framework's xform ops (`fw`).
 """
 
@@ -13,28 +13,30 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from xform import SE2, SE3
+
 from . import groups
 from .g2o import G2oGraph
-from .groups import SE2, SE3, Group
 
 
 @dataclass
 class Problem:
     """`ids (n,)`: vertex ids, sorted; vertex 0 (the smallest id) is the gauge's anchor.
-    `i, j (m,)`: each edge's vertex indices. `measurements`: the edges' poses Z_ij as a
-    (position, rotation) pair of NumPy arrays; `information (m, d, d)`. `anchor`: the pose
-    of vertex 0 (the file's, or the identity for a file without vertices), which every
-    initialisation keeps. `file_poses`: the file's vertices as a pair, or None."""
+    `i, j (m,)`: each edge's vertex indices. `group`: `xform.SE3` or `xform.SE2`.
+    `measurements`: the edges' poses Z_ij, a batch (m,) of the group over NumPy;
+    `information (m, d, d)`. `anchor`: the pose of vertex 0, batch (1,) (the file's, or
+    the identity for a file without vertices), which every initialisation keeps.
+    `file_poses`: the file's vertices, batch (n,), or None."""
 
     graph: G2oGraph
-    group: Group
+    group: type[SE3] | type[SE2]
     ids: np.ndarray
     i: np.ndarray
     j: np.ndarray
-    measurements: tuple[np.ndarray, np.ndarray]
+    measurements: SE3 | SE2
     information: np.ndarray
-    anchor: tuple[np.ndarray, np.ndarray]
-    file_poses: tuple[np.ndarray, np.ndarray] | None
+    anchor: SE3 | SE2
+    file_poses: SE3 | SE2 | None
 
     @property
     def vertices(self) -> int:
@@ -51,13 +53,13 @@ def _where(graph: G2oGraph, edge: int) -> str:
     return f"{graph.source}:{graph.edge_lines[edge]}"
 
 
-def _on_group(group: Group, rotations: np.ndarray, fw, where) -> np.ndarray:
-    """The file's rotations on the group; `where(k)` names the k-th in an error."""
+def _poses(group, positions: np.ndarray, rotations: np.ndarray, fw, where):
+    """A file's poses on the group; `where(k)` names the k-th in an error."""
     if group is SE3:
         zero = np.flatnonzero(np.linalg.norm(rotations, axis=-1) < 1e-12)
         if len(zero):
             raise ValueError(f"{where(zero[0])}: the quaternion is zero")
-    return groups.rotations_from_file(fw, group, rotations)
+    return groups.from_file(fw, group, positions, rotations)
 
 
 def make_problem(graph: G2oGraph, fw) -> Problem:
@@ -65,7 +67,7 @@ def make_problem(graph: G2oGraph, fw) -> Problem:
     group. Raises ValueError for an edge to a vertex the file does not define, an edge
     from a vertex to itself, an information matrix that is not symmetric positive
     definite, and a graph that is not connected."""
-    group = SE3 if graph.dim == 3 else SE2
+    group = groups.group_of(graph.dim)
     if graph.has_vertices:
         ids = np.sort(graph.vertex_ids)
         known = np.isin(graph.edge_ids, ids)
@@ -100,25 +102,22 @@ def make_problem(graph: G2oGraph, fw) -> Problem:
             f"{ids[cut_off[0]]} and {len(cut_off) - 1} others cannot be reached from "
             f"vertex {ids[0]}"
         )
-    measurements = (
-        graph.edge_positions,
-        _on_group(group, graph.edge_rotations, fw, lambda k: _where(graph, k)),
+    measurements = _poses(
+        group, graph.edge_positions, graph.edge_rotations, fw, lambda k: _where(graph, k)
     )
     if graph.has_vertices:
         order = np.argsort(graph.vertex_ids)
-        file_poses = (
+        file_poses = _poses(
+            group,
             graph.vertex_positions[order],
-            _on_group(
-                group,
-                graph.vertex_rotations[order],
-                fw,
-                lambda k: f"{graph.source}: vertex {graph.vertex_ids[order][k]}",
-            ),
+            graph.vertex_rotations[order],
+            fw,
+            lambda k: f"{graph.source}: vertex {graph.vertex_ids[order][k]}",
         )
-        anchor = (file_poses[0][:1], file_poses[1][:1])
+        anchor = file_poses[:1]
     else:
         file_poses = None
-        anchor = groups.identity(group, 1)
+        anchor = group.identity((1,))
     return Problem(
         graph=graph,
         group=group,
@@ -133,13 +132,14 @@ def make_problem(graph: G2oGraph, fw) -> Problem:
 
 
 def with_poses(problem: Problem, poses, fw) -> G2oGraph:
-    """The problem's graph with its vertices set to `poses` (a pair of NumPy arrays)."""
+    """The problem's graph with its vertices set to `poses` (group objects over NumPy)."""
     graph = problem.graph
+    positions, rotations = groups.to_file(fw, poses)
     return G2oGraph(
         dim=graph.dim,
         vertex_ids=problem.ids,
-        vertex_positions=np.asarray(poses[0]),
-        vertex_rotations=groups.rotations_to_file(fw, problem.group, np.asarray(poses[1])),
+        vertex_positions=positions,
+        vertex_rotations=rotations,
         edge_ids=graph.edge_ids,
         edge_positions=graph.edge_positions,
         edge_rotations=graph.edge_rotations,
