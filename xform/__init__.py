@@ -10,6 +10,7 @@ PyTorch tensors and JAX arrays go through the adapters in `xform.backends.torch`
 Warp functions, with the same reach. Importing `xform` imports neither framework.
 """
 
+from . import kinematics
 from ._api import FUNCTIONS as _FUNCTIONS
 from ._api import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
@@ -45,6 +46,7 @@ __all__ = [
     "Operand",
     "Result",
     "define_op",
+    "kinematics",
     "random_quaternion",
     "jvp",
     "vjp",

@@ -1,0 +1,389 @@
+"""Forward kinematics and Jacobians of a kinematic tree as xform ops: one kernel launch per
+call, whatever the number of links. Each thread walks the whole tree for its configuration,
+root to leaves, in registers.
+
+Operands: `q (..., dof)` and the model's constant arrays (see `_urdf.Model`), whose leading
+shape is `()`: they broadcast over every configuration and are not differentiated. The
+element functions are generic in the scalar type and in the sizes (`len` of a Warp vector
+or matrix is static, and `type(x)()` is its zero), so one definition serves every robot;
+the ops are made once per (n_links, dof), which fixes the element shapes, and their
+kernels compiled at a shape's first call.
+
+Derivatives are closed forms, in the language of rigid-body velocities and forces:
+
+- **Tangent** (forward sweep). A joint moving at rate `dθ` about (along) the unit axis `a`,
+  seen in the base frame, gives its child link the angular velocity `ω_i = ω_p + a dθ`
+  (revolute) and its origin the velocity `v_i = v_p + ω_p × (p_i - p_p)` (+ `a dθ` when
+  prismatic). Then `dp_i = v_i` and `dq_i = ½ (0, ω_i) q_i`.
+- **VJP** (reverse sweep, the transpose of the above). A position cotangent is a force `f_i`
+  at the link's origin, a quaternion cotangent `g_i` a torque `τ_i = ½ vec(g_i q_i*)`.
+  Leaves to root: a joint's coordinate receives `τ_i · a` (revolute) or `f_i · a`
+  (prismatic), times its mimic multiplier; the parent receives `f_i` and
+  `τ_i + (p_i - p_p) × f_i`.
+- **Jacobian** `J (6, dof)` of link L, in the base frame (Pinocchio's LOCAL_WORLD_ALIGNED):
+  the column of each joint k between the root and L is `[a_k × (p_L - p_k); a_k]`
+  (revolute) or `[a_k; 0]` (prismatic), times its multiplier, added into its coordinate's
+  column (a mimic joint into its master's). Its tangent differentiates `a_k` (`ω_k × a_k`)
+  and the positions (`v_L - v_k`) from the same forward sweep; its VJP turns each column's
+  cotangent into torques and forces and runs the same reverse sweep.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import warp as wp
+
+from .._op import Op, Operand, define_op
+from ..ops.quaternion import quat_conjugate, quat_multiply, quat_rotate, vector_part
+from ._urdf import INDEX, JOINT_COLUMNS, KIND, MULTIPLIER, OFFSET, PARENT
+
+FIXED_KIND = wp.constant(0)
+REVOLUTE_KIND = wp.constant(1)
+PARENT_COLUMN = wp.constant(PARENT)
+KIND_COLUMN = wp.constant(KIND)
+INDEX_COLUMN = wp.constant(INDEX)
+MULTIPLIER_COLUMN = wp.constant(MULTIPLIER)
+OFFSET_COLUMN = wp.constant(OFFSET)
+
+
+@wp.func
+def joint_motion(
+    q: Any, joints: Any, origin_positions: Any, origin_quaternions: Any, axes: Any, i: int
+):
+    """Link i's pose in its parent's frame: the joint's origin, then its motion."""
+    offset = origin_positions[i]
+    rotation = origin_quaternions[i]
+    kind = wp.int32(joints[i, KIND_COLUMN])
+    if kind != FIXED_KIND:
+        index = wp.int32(joints[i, INDEX_COLUMN])
+        theta = joints[i, MULTIPLIER_COLUMN] * q[index] + joints[i, OFFSET_COLUMN]
+        axis = axes[i]
+        if kind == REVOLUTE_KIND:
+            half = type(theta)(0.5) * theta
+            s = wp.sin(half)
+            turn = wp.vector(wp.cos(half), s * axis[0], s * axis[1], s * axis[2])
+            rotation = quat_multiply(rotation, turn)
+        else:
+            offset = offset + quat_rotate(rotation, theta * axis)
+    return offset, rotation
+
+
+@wp.func
+def link_poses(q: Any, joints: Any, origin_positions: Any, origin_quaternions: Any, axes: Any):
+    """Every link's pose in the base frame, parents first (row 0, the root: identity)."""
+    positions = type(origin_positions)()
+    quaternions = type(origin_quaternions)()
+    one = type(q[0])(1.0)
+    zero = type(q[0])(0.0)
+    quaternions[0] = wp.vector(one, zero, zero, zero)
+    for i in range(1, len(joints)):
+        parent = wp.int32(joints[i, PARENT_COLUMN])
+        offset, rotation = joint_motion(q, joints, origin_positions, origin_quaternions, axes, i)
+        frame = quaternions[parent]
+        positions[i] = positions[parent] + quat_rotate(frame, offset)
+        quaternions[i] = quat_multiply(frame, rotation)
+    return positions, quaternions
+
+
+@wp.func
+def joint_direction(joints: Any, quaternions: Any, axes: Any, i: int):
+    """Joint i's axis in the base frame, times its mimic multiplier: the motion of link i
+    per unit of its coordinate (the joint's own rotation leaves its axis fixed)."""
+    return joints[i, MULTIPLIER_COLUMN] * quat_rotate(quaternions[i], axes[i])
+
+
+@wp.func
+def link_velocities(
+    q: Any,
+    joints: Any,
+    origin_positions: Any,
+    origin_quaternions: Any,
+    axes: Any,
+    dq: Any,
+    positions: Any,
+    quaternions: Any,
+):
+    """The forward sweep: each link's angular velocity and its origin's velocity, in the
+    base frame, for the coordinates' rates dq."""
+    angular = type(origin_positions)()
+    linear = type(origin_positions)()
+    for i in range(1, len(joints)):
+        parent = wp.int32(joints[i, PARENT_COLUMN])
+        w = angular[parent]
+        v = linear[parent] + wp.cross(w, positions[i] - positions[parent])
+        kind = wp.int32(joints[i, KIND_COLUMN])
+        if kind != FIXED_KIND:
+            rate = dq[wp.int32(joints[i, INDEX_COLUMN])]
+            motion = rate * joint_direction(joints, quaternions, axes, i)
+            if kind == REVOLUTE_KIND:
+                w = w + motion
+            else:
+                v = v + motion
+        angular[i] = w
+        linear[i] = v
+    return angular, linear
+
+
+@wp.func
+def pull_back(
+    q: Any, joints: Any, axes: Any, positions: Any, quaternions: Any, force: Any, torque: Any
+):
+    """The reverse sweep: the cotangent of q for a force (cotangent of each link's origin
+    velocity) and a torque (of its angular velocity) on every link, leaves to root."""
+    gradient = type(q)()
+    n = len(joints)
+    for k in range(1, n):
+        i = n - k
+        parent = wp.int32(joints[i, PARENT_COLUMN])
+        f = force[i]
+        t = torque[i]
+        kind = wp.int32(joints[i, KIND_COLUMN])
+        if kind != FIXED_KIND:
+            direction = joint_direction(joints, quaternions, axes, i)
+            index = wp.int32(joints[i, INDEX_COLUMN])
+            if kind == REVOLUTE_KIND:
+                gradient[index] += wp.dot(t, direction)
+            else:
+                gradient[index] += wp.dot(f, direction)
+        force[parent] = force[parent] + f
+        torque[parent] = torque[parent] + t + wp.cross(positions[i] - positions[parent], f)
+    return gradient
+
+
+# --- forward kinematics ----------------------------------------------------------------
+
+
+@wp.func
+def forward_kinematics(
+    q: Any, joints: Any, origin_positions: Any, origin_quaternions: Any, axes: Any
+):
+    return link_poses(q, joints, origin_positions, origin_quaternions, axes)
+
+
+@wp.func
+def forward_kinematics_tangent(
+    q: Any,
+    joints: Any,
+    origin_positions: Any,
+    origin_quaternions: Any,
+    axes: Any,
+    dq: Any,
+    d_joints: Any,
+    d_origin_positions: Any,
+    d_origin_quaternions: Any,
+    d_axes: Any,
+):
+    positions, quaternions = link_poses(q, joints, origin_positions, origin_quaternions, axes)
+    angular, linear = link_velocities(
+        q, joints, origin_positions, origin_quaternions, axes, dq, positions, quaternions
+    )
+    d_quaternions = type(origin_quaternions)()
+    half = type(q[0])(0.5)
+    zero = type(q[0])(0.0)
+    for i in range(1, len(joints)):
+        w = angular[i]
+        spin = wp.vector(zero, half * w[0], half * w[1], half * w[2])
+        d_quaternions[i] = quat_multiply(spin, quaternions[i])
+    return linear, d_quaternions
+
+
+@wp.func
+def forward_kinematics_vjp(
+    q: Any,
+    joints: Any,
+    origin_positions: Any,
+    origin_quaternions: Any,
+    axes: Any,
+    g_positions: Any,
+    g_quaternions: Any,
+):
+    positions, quaternions = link_poses(q, joints, origin_positions, origin_quaternions, axes)
+    force = g_positions
+    torque = type(origin_positions)()
+    half = type(q[0])(0.5)
+    for i in range(1, len(joints)):
+        torque[i] = half * vector_part(
+            quat_multiply(g_quaternions[i], quat_conjugate(quaternions[i]))
+        )
+    gradient = pull_back(q, joints, axes, positions, quaternions, force, torque)
+    return (
+        gradient,
+        type(joints)(),
+        type(origin_positions)(),
+        type(origin_quaternions)(),
+        type(axes)(),
+    )
+
+
+# --- Jacobians ---------------------------------------------------------------------------
+
+
+@wp.func
+def column_add(matrix: Any, column: int, top: Any, bottom: Any):
+    for r in range(3):
+        matrix[r, column] += top[r]
+        matrix[r + 3, column] += bottom[r]
+    return matrix
+
+
+@wp.func
+def column_top(matrix: Any, column: int):
+    return wp.vector(matrix[0, column], matrix[1, column], matrix[2, column])
+
+
+@wp.func
+def column_bottom(matrix: Any, column: int):
+    return wp.vector(matrix[3, column], matrix[4, column], matrix[5, column])
+
+
+@wp.func
+def jacobian(
+    q: Any, joints: Any, origin_positions: Any, origin_quaternions: Any, axes: Any, link: Any
+):
+    positions, quaternions = link_poses(q, joints, origin_positions, origin_quaternions, axes)
+    result = wp.matrix(shape=(6, len(q)), dtype=type(q[0]))
+    zero = type(q[0])(0.0) * positions[0]
+    i = wp.int32(link)
+    target = positions[i]
+    while i > 0:
+        kind = wp.int32(joints[i, KIND_COLUMN])
+        if kind != FIXED_KIND:
+            direction = joint_direction(joints, quaternions, axes, i)
+            column = wp.int32(joints[i, INDEX_COLUMN])
+            if kind == REVOLUTE_KIND:
+                result = column_add(
+                    result, column, wp.cross(direction, target - positions[i]), direction
+                )
+            else:
+                result = column_add(result, column, direction, zero)
+        i = wp.int32(joints[i, PARENT_COLUMN])
+    return result
+
+
+@wp.func
+def jacobian_tangent(
+    q: Any,
+    joints: Any,
+    origin_positions: Any,
+    origin_quaternions: Any,
+    axes: Any,
+    link: Any,
+    dq: Any,
+    d_joints: Any,
+    d_origin_positions: Any,
+    d_origin_quaternions: Any,
+    d_axes: Any,
+    d_link: Any,
+):
+    positions, quaternions = link_poses(q, joints, origin_positions, origin_quaternions, axes)
+    angular, linear = link_velocities(
+        q, joints, origin_positions, origin_quaternions, axes, dq, positions, quaternions
+    )
+    result = wp.matrix(shape=(6, len(q)), dtype=type(q[0]))
+    zero = type(q[0])(0.0) * positions[0]
+    i = wp.int32(link)
+    target = positions[i]
+    target_velocity = linear[i]
+    while i > 0:
+        kind = wp.int32(joints[i, KIND_COLUMN])
+        if kind != FIXED_KIND:
+            direction = joint_direction(joints, quaternions, axes, i)
+            turn = wp.cross(angular[i], direction)  # the direction's rate
+            column = wp.int32(joints[i, INDEX_COLUMN])
+            if kind == REVOLUTE_KIND:
+                top = wp.cross(turn, target - positions[i]) + wp.cross(
+                    direction, target_velocity - linear[i]
+                )
+                result = column_add(result, column, top, turn)
+            else:
+                result = column_add(result, column, turn, zero)
+        i = wp.int32(joints[i, PARENT_COLUMN])
+    return result
+
+
+@wp.func
+def jacobian_vjp(
+    q: Any,
+    joints: Any,
+    origin_positions: Any,
+    origin_quaternions: Any,
+    axes: Any,
+    link: Any,
+    g_jacobian: Any,
+):
+    positions, quaternions = link_poses(q, joints, origin_positions, origin_quaternions, axes)
+    force = type(origin_positions)()
+    torque = type(origin_positions)()
+    last = wp.int32(link)
+    i = last
+    target = positions[i]
+    while i > 0:
+        kind = wp.int32(joints[i, KIND_COLUMN])
+        if kind != FIXED_KIND:
+            direction = joint_direction(joints, quaternions, axes, i)
+            column = wp.int32(joints[i, INDEX_COLUMN])
+            g_top = column_top(g_jacobian, column)
+            if kind == REVOLUTE_KIND:
+                # <g_top, (w x d) x r + d x (v_L - v_i)> + <g_bottom, w x d>
+                arm = target - positions[i]
+                g_bottom = column_bottom(g_jacobian, column)
+                torque[i] = torque[i] + wp.cross(direction, wp.cross(arm, g_top) + g_bottom)
+                push = wp.cross(g_top, direction)
+                force[last] = force[last] + push
+                force[i] = force[i] - push
+            else:
+                torque[i] = torque[i] + wp.cross(direction, g_top)
+        i = wp.int32(joints[i, PARENT_COLUMN])
+    gradient = pull_back(q, joints, axes, positions, quaternions, force, torque)
+    return (
+        gradient,
+        type(joints)(),
+        type(origin_positions)(),
+        type(origin_quaternions)(),
+        type(axes)(),
+        type(link)(0.0),
+    )
+
+
+# --- the ops, one per (n_links, dof) -------------------------------------------------------
+
+
+def _model_operands(n_links: int) -> dict[str, Operand]:
+    return {
+        "joints": Operand((n_links, JOINT_COLUMNS), batch=()),
+        "origin_positions": Operand((n_links, 3), batch=()),
+        "origin_quaternions": Operand((n_links, 4), batch=()),
+        "axes": Operand((n_links, 3), batch=()),
+    }
+
+
+@functools.cache
+def forward_kinematics_op(n_links: int, dof: int) -> Op:
+    return define_op(
+        f"forward_kinematics_{n_links}_links_{dof}_dof",
+        forward_kinematics,
+        {"q": (dof,), **_model_operands(n_links)},
+        {"positions": (n_links, 3), "quaternions": (n_links, 4)},
+        tangent=forward_kinematics_tangent,
+        vjp=forward_kinematics_vjp,
+        differentiable=["q"],
+        doc=f"Every link's pose in the base frame, for a tree of {n_links} links and {dof} "
+        "coordinates (xform.kinematics.Chain.forward_kinematics).",
+    )
+
+
+@functools.cache
+def jacobian_op(n_links: int, dof: int) -> Op:
+    return define_op(
+        f"jacobian_{n_links}_links_{dof}_dof",
+        jacobian,
+        {"q": (dof,), **_model_operands(n_links), "link": Operand((), batch=())},
+        {"jacobian": (6, dof)},
+        tangent=jacobian_tangent,
+        vjp=jacobian_vjp,
+        differentiable=["q"],
+        doc=f"The Jacobian [linear; angular] of one link in the base frame, for a tree of "
+        f"{n_links} links and {dof} coordinates (xform.kinematics.Chain.jacobian).",
+    )
