@@ -86,7 +86,7 @@ def array_like(value: np.ndarray, like: Any) -> Any:
     if kind == "torch":
         import torch
 
-        return torch.as_tensor(value, dtype=like.dtype, device=like.device)
+        return torch.tensor(value, dtype=like.dtype, device=like.device)
     if kind == "jax":
         import jax
         import jax.numpy as jnp
