@@ -390,7 +390,7 @@ def test_forward_tangent_is_the_jacobian(tree, rng):
     q = rng.uniform(-3, 3, tree.dof)
     dq = rng.normal(size=tree.dof)
     d_positions, d_quaternions = xform.jvp(
-        tree._forward_op, [q, *tree._constants], [dq, None, None, None, None]
+        tree._forward_op, [q, *tree._constants], [dq, None]
     )
     _, quaternions = tree.forward_kinematics(q)
     for k, link in enumerate(tree.link_names):

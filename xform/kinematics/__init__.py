@@ -56,12 +56,7 @@ class Chain:
         self.dof = len(model.joint_names)
         self.parents = (-1, *(int(p) for p in model.joints[1:, _urdf.PARENT]))
         self._link_index = {name: k for k, name in enumerate(self.link_names)}
-        self._constants = (
-            model.joints,
-            model.origin_positions,
-            model.origin_quaternions,
-            model.axes,
-        )
+        self._constants = (model.table,)
         # The ops are made here, not at a first call that a compiled region could trace.
         self._forward_op = _ops.forward_kinematics_op(len(self.link_names), self.dof)
         self._jacobian_op = _ops.jacobian_op(len(self.link_names), self.dof)

@@ -2,12 +2,13 @@
 call, whatever the number of links. Each thread walks the whole tree for its configuration,
 root to leaves, in registers.
 
-Operands: `q (..., dof)` and the model's constant arrays (see `_urdf.Model`), whose leading
-shape is `()`: they broadcast over every configuration and are not differentiated. The
-element functions are generic in the scalar type and in the sizes (`len` of a Warp vector
-or matrix is static, and `type(x)()` is its zero), so one definition serves every robot;
-the ops are made once per (n_links, dof), which fixes the element shapes, and their
-kernels compiled at a shape's first call.
+Operands: `q (..., dof)` and the model's constant table `(n_links, 15)` (`_urdf.Model.table`:
+one row per link, the joint from its parent), whose leading shape is `()`: it broadcasts
+over every configuration and is not differentiated. Helpers take one row at a time (Warp
+passes arguments by value). The element functions are generic in the scalar type and in
+the sizes (`len` of a Warp vector or matrix is static, `type(x)()` its zero), so one
+definition serves every robot; the ops are made once per (n_links, dof), which fixes the
+element shapes, and their kernels compiled at a shape's first call.
 
 Derivatives are closed forms, in the language of rigid-body velocities and forces:
 
@@ -37,30 +38,41 @@ import warp as wp
 
 from .._op import Op, Operand, define_op
 from ..ops.quaternion import quat_conjugate, quat_multiply, quat_rotate, vector_part
-from ._urdf import INDEX, JOINT_COLUMNS, KIND, MULTIPLIER, OFFSET, PARENT
+from . import _urdf
 
-FIXED_KIND = wp.constant(0)
-REVOLUTE_KIND = wp.constant(1)
-PARENT_COLUMN = wp.constant(PARENT)
-KIND_COLUMN = wp.constant(KIND)
-INDEX_COLUMN = wp.constant(INDEX)
-MULTIPLIER_COLUMN = wp.constant(MULTIPLIER)
-OFFSET_COLUMN = wp.constant(OFFSET)
+FIXED = wp.constant(_urdf.FIXED)
+REVOLUTE = wp.constant(_urdf.REVOLUTE)
+PARENT = wp.constant(_urdf.PARENT)
+KIND = wp.constant(_urdf.KIND)
+INDEX = wp.constant(_urdf.INDEX)
+MULTIPLIER = wp.constant(_urdf.MULTIPLIER)
+OFFSET = wp.constant(_urdf.OFFSET)
+POSITION = wp.constant(_urdf.POSITION)
+QUATERNION = wp.constant(_urdf.QUATERNION)
+AXIS = wp.constant(_urdf.AXIS)
 
 
 @wp.func
-def joint_motion(
-    q: Any, joints: Any, origin_positions: Any, origin_quaternions: Any, axes: Any, i: int
-):
-    """Link i's pose in its parent's frame: the joint's origin, then its motion."""
-    offset = origin_positions[i]
-    rotation = origin_quaternions[i]
-    kind = wp.int32(joints[i, KIND_COLUMN])
-    if kind != FIXED_KIND:
-        index = wp.int32(joints[i, INDEX_COLUMN])
-        theta = joints[i, MULTIPLIER_COLUMN] * q[index] + joints[i, OFFSET_COLUMN]
-        axis = axes[i]
-        if kind == REVOLUTE_KIND:
+def row_vector3(row: Any, start: int):
+    return wp.vector(row[start], row[start + 1], row[start + 2])
+
+
+@wp.func
+def row_quaternion(row: Any, start: int):
+    return wp.vector(row[start], row[start + 1], row[start + 2], row[start + 3])
+
+
+@wp.func
+def joint_motion(q: Any, row: Any):
+    """A link's pose in its parent's frame, from its row: the joint's origin, then its
+    motion by the joint's value."""
+    offset = row_vector3(row, POSITION)
+    rotation = row_quaternion(row, QUATERNION)
+    kind = wp.int32(row[KIND])
+    if kind != FIXED:
+        theta = row[MULTIPLIER] * q[wp.int32(row[INDEX])] + row[OFFSET]
+        axis = row_vector3(row, AXIS)
+        if kind == REVOLUTE:
             half = type(theta)(0.5) * theta
             s = wp.sin(half)
             turn = wp.vector(wp.cos(half), s * axis[0], s * axis[1], s * axis[2])
@@ -71,16 +83,17 @@ def joint_motion(
 
 
 @wp.func
-def link_poses(q: Any, joints: Any, origin_positions: Any, origin_quaternions: Any, axes: Any):
+def link_poses(q: Any, model: Any):
     """Every link's pose in the base frame, parents first (row 0, the root: identity)."""
-    positions = type(origin_positions)()
-    quaternions = type(origin_quaternions)()
+    positions = wp.matrix(shape=(len(model), 3), dtype=type(q[0]))
+    quaternions = wp.matrix(shape=(len(model), 4), dtype=type(q[0]))
     one = type(q[0])(1.0)
     zero = type(q[0])(0.0)
     quaternions[0] = wp.vector(one, zero, zero, zero)
-    for i in range(1, len(joints)):
-        parent = wp.int32(joints[i, PARENT_COLUMN])
-        offset, rotation = joint_motion(q, joints, origin_positions, origin_quaternions, axes, i)
+    for i in range(1, len(model)):
+        row = model[i]
+        parent = wp.int32(row[PARENT])
+        offset, rotation = joint_motion(q, row)
         frame = quaternions[parent]
         positions[i] = positions[parent] + quat_rotate(frame, offset)
         quaternions[i] = quat_multiply(frame, rotation)
@@ -88,36 +101,28 @@ def link_poses(q: Any, joints: Any, origin_positions: Any, origin_quaternions: A
 
 
 @wp.func
-def joint_direction(joints: Any, quaternions: Any, axes: Any, i: int):
-    """Joint i's axis in the base frame, times its mimic multiplier: the motion of link i
-    per unit of its coordinate (the joint's own rotation leaves its axis fixed)."""
-    return joints[i, MULTIPLIER_COLUMN] * quat_rotate(quaternions[i], axes[i])
+def joint_direction(row: Any, quaternion: Any):
+    """The joint's axis in the base frame, times its mimic multiplier: the motion of its
+    link (whose quaternion is given) per unit of its coordinate (the joint's own rotation
+    leaves its axis where it is)."""
+    return row[MULTIPLIER] * quat_rotate(quaternion, row_vector3(row, AXIS))
 
 
 @wp.func
-def link_velocities(
-    q: Any,
-    joints: Any,
-    origin_positions: Any,
-    origin_quaternions: Any,
-    axes: Any,
-    dq: Any,
-    positions: Any,
-    quaternions: Any,
-):
+def link_velocities(q: Any, model: Any, dq: Any, positions: Any, quaternions: Any):
     """The forward sweep: each link's angular velocity and its origin's velocity, in the
     base frame, for the coordinates' rates dq."""
-    angular = type(origin_positions)()
-    linear = type(origin_positions)()
-    for i in range(1, len(joints)):
-        parent = wp.int32(joints[i, PARENT_COLUMN])
+    angular = type(positions)()
+    linear = type(positions)()
+    for i in range(1, len(model)):
+        row = model[i]
+        parent = wp.int32(row[PARENT])
         w = angular[parent]
         v = linear[parent] + wp.cross(w, positions[i] - positions[parent])
-        kind = wp.int32(joints[i, KIND_COLUMN])
-        if kind != FIXED_KIND:
-            rate = dq[wp.int32(joints[i, INDEX_COLUMN])]
-            motion = rate * joint_direction(joints, quaternions, axes, i)
-            if kind == REVOLUTE_KIND:
+        kind = wp.int32(row[KIND])
+        if kind != FIXED:
+            motion = dq[wp.int32(row[INDEX])] * joint_direction(row, quaternions[i])
+            if kind == REVOLUTE:
                 w = w + motion
             else:
                 v = v + motion
@@ -127,23 +132,22 @@ def link_velocities(
 
 
 @wp.func
-def pull_back(
-    q: Any, joints: Any, axes: Any, positions: Any, quaternions: Any, force: Any, torque: Any
-):
+def pull_back(q: Any, model: Any, positions: Any, quaternions: Any, force: Any, torque: Any):
     """The reverse sweep: the cotangent of q for a force (cotangent of each link's origin
     velocity) and a torque (of its angular velocity) on every link, leaves to root."""
     gradient = type(q)()
-    n = len(joints)
+    n = len(model)
     for k in range(1, n):
         i = n - k
-        parent = wp.int32(joints[i, PARENT_COLUMN])
+        row = model[i]
+        parent = wp.int32(row[PARENT])
         f = force[i]
         t = torque[i]
-        kind = wp.int32(joints[i, KIND_COLUMN])
-        if kind != FIXED_KIND:
-            direction = joint_direction(joints, quaternions, axes, i)
-            index = wp.int32(joints[i, INDEX_COLUMN])
-            if kind == REVOLUTE_KIND:
+        kind = wp.int32(row[KIND])
+        if kind != FIXED:
+            direction = joint_direction(row, quaternions[i])
+            index = wp.int32(row[INDEX])
+            if kind == REVOLUTE:
                 gradient[index] += wp.dot(t, direction)
             else:
                 gradient[index] += wp.dot(f, direction)
@@ -156,33 +160,18 @@ def pull_back(
 
 
 @wp.func
-def forward_kinematics(
-    q: Any, joints: Any, origin_positions: Any, origin_quaternions: Any, axes: Any
-):
-    return link_poses(q, joints, origin_positions, origin_quaternions, axes)
+def forward_kinematics(q: Any, model: Any):
+    return link_poses(q, model)
 
 
 @wp.func
-def forward_kinematics_tangent(
-    q: Any,
-    joints: Any,
-    origin_positions: Any,
-    origin_quaternions: Any,
-    axes: Any,
-    dq: Any,
-    d_joints: Any,
-    d_origin_positions: Any,
-    d_origin_quaternions: Any,
-    d_axes: Any,
-):
-    positions, quaternions = link_poses(q, joints, origin_positions, origin_quaternions, axes)
-    angular, linear = link_velocities(
-        q, joints, origin_positions, origin_quaternions, axes, dq, positions, quaternions
-    )
-    d_quaternions = type(origin_quaternions)()
+def forward_kinematics_tangent(q: Any, model: Any, dq: Any, d_model: Any):
+    positions, quaternions = link_poses(q, model)
+    angular, linear = link_velocities(q, model, dq, positions, quaternions)
+    d_quaternions = type(quaternions)()
     half = type(q[0])(0.5)
     zero = type(q[0])(0.0)
-    for i in range(1, len(joints)):
+    for i in range(1, len(model)):
         w = angular[i]
         spin = wp.vector(zero, half * w[0], half * w[1], half * w[2])
         d_quaternions[i] = quat_multiply(spin, quaternions[i])
@@ -190,31 +179,15 @@ def forward_kinematics_tangent(
 
 
 @wp.func
-def forward_kinematics_vjp(
-    q: Any,
-    joints: Any,
-    origin_positions: Any,
-    origin_quaternions: Any,
-    axes: Any,
-    g_positions: Any,
-    g_quaternions: Any,
-):
-    positions, quaternions = link_poses(q, joints, origin_positions, origin_quaternions, axes)
-    force = g_positions
-    torque = type(origin_positions)()
+def forward_kinematics_vjp(q: Any, model: Any, g_positions: Any, g_quaternions: Any):
+    positions, quaternions = link_poses(q, model)
+    torque = type(positions)()
     half = type(q[0])(0.5)
-    for i in range(1, len(joints)):
-        torque[i] = half * vector_part(
-            quat_multiply(g_quaternions[i], quat_conjugate(quaternions[i]))
-        )
-    gradient = pull_back(q, joints, axes, positions, quaternions, force, torque)
-    return (
-        gradient,
-        type(joints)(),
-        type(origin_positions)(),
-        type(origin_quaternions)(),
-        type(axes)(),
-    )
+    for i in range(1, len(model)):
+        turning = quat_multiply(g_quaternions[i], quat_conjugate(quaternions[i]))
+        torque[i] = half * vector_part(turning)
+    gradient = pull_back(q, model, positions, quaternions, g_positions, torque)
+    return gradient, type(model)()
 
 
 # --- Jacobians ---------------------------------------------------------------------------
@@ -239,93 +212,69 @@ def column_bottom(matrix: Any, column: int):
 
 
 @wp.func
-def jacobian(
-    q: Any, joints: Any, origin_positions: Any, origin_quaternions: Any, axes: Any, link: Any
-):
-    positions, quaternions = link_poses(q, joints, origin_positions, origin_quaternions, axes)
+def jacobian(q: Any, model: Any, link: Any):
+    positions, quaternions = link_poses(q, model)
     result = wp.matrix(shape=(6, len(q)), dtype=type(q[0]))
-    zero = type(q[0])(0.0) * positions[0]
+    zero = type(positions[0])()
     i = wp.int32(link)
     target = positions[i]
     while i > 0:
-        kind = wp.int32(joints[i, KIND_COLUMN])
-        if kind != FIXED_KIND:
-            direction = joint_direction(joints, quaternions, axes, i)
-            column = wp.int32(joints[i, INDEX_COLUMN])
-            if kind == REVOLUTE_KIND:
-                result = column_add(
-                    result, column, wp.cross(direction, target - positions[i]), direction
-                )
+        row = model[i]
+        kind = wp.int32(row[KIND])
+        if kind != FIXED:
+            direction = joint_direction(row, quaternions[i])
+            column = wp.int32(row[INDEX])
+            if kind == REVOLUTE:
+                arm = target - positions[i]
+                result = column_add(result, column, wp.cross(direction, arm), direction)
             else:
                 result = column_add(result, column, direction, zero)
-        i = wp.int32(joints[i, PARENT_COLUMN])
+        i = wp.int32(row[PARENT])
     return result
 
 
 @wp.func
-def jacobian_tangent(
-    q: Any,
-    joints: Any,
-    origin_positions: Any,
-    origin_quaternions: Any,
-    axes: Any,
-    link: Any,
-    dq: Any,
-    d_joints: Any,
-    d_origin_positions: Any,
-    d_origin_quaternions: Any,
-    d_axes: Any,
-    d_link: Any,
-):
-    positions, quaternions = link_poses(q, joints, origin_positions, origin_quaternions, axes)
-    angular, linear = link_velocities(
-        q, joints, origin_positions, origin_quaternions, axes, dq, positions, quaternions
-    )
+def jacobian_tangent(q: Any, model: Any, link: Any, dq: Any, d_model: Any, d_link: Any):
+    positions, quaternions = link_poses(q, model)
+    angular, linear = link_velocities(q, model, dq, positions, quaternions)
     result = wp.matrix(shape=(6, len(q)), dtype=type(q[0]))
-    zero = type(q[0])(0.0) * positions[0]
+    zero = type(positions[0])()
     i = wp.int32(link)
     target = positions[i]
     target_velocity = linear[i]
     while i > 0:
-        kind = wp.int32(joints[i, KIND_COLUMN])
-        if kind != FIXED_KIND:
-            direction = joint_direction(joints, quaternions, axes, i)
+        row = model[i]
+        kind = wp.int32(row[KIND])
+        if kind != FIXED:
+            direction = joint_direction(row, quaternions[i])
             turn = wp.cross(angular[i], direction)  # the direction's rate
-            column = wp.int32(joints[i, INDEX_COLUMN])
-            if kind == REVOLUTE_KIND:
-                top = wp.cross(turn, target - positions[i]) + wp.cross(
-                    direction, target_velocity - linear[i]
-                )
+            column = wp.int32(row[INDEX])
+            if kind == REVOLUTE:
+                arm = target - positions[i]
+                top = wp.cross(turn, arm) + wp.cross(direction, target_velocity - linear[i])
                 result = column_add(result, column, top, turn)
             else:
                 result = column_add(result, column, turn, zero)
-        i = wp.int32(joints[i, PARENT_COLUMN])
+        i = wp.int32(row[PARENT])
     return result
 
 
 @wp.func
-def jacobian_vjp(
-    q: Any,
-    joints: Any,
-    origin_positions: Any,
-    origin_quaternions: Any,
-    axes: Any,
-    link: Any,
-    g_jacobian: Any,
-):
-    positions, quaternions = link_poses(q, joints, origin_positions, origin_quaternions, axes)
-    force = type(origin_positions)()
-    torque = type(origin_positions)()
+def jacobian_vjp(q: Any, model: Any, link: Any, g_jacobian: Any):
+    positions, quaternions = link_poses(q, model)
+    force = type(positions)()
+    torque = type(positions)()
     last = wp.int32(link)
     i = last
     target = positions[i]
     while i > 0:
-        kind = wp.int32(joints[i, KIND_COLUMN])
-        if kind != FIXED_KIND:
-            direction = joint_direction(joints, quaternions, axes, i)
-            column = wp.int32(joints[i, INDEX_COLUMN])
+        row = model[i]
+        kind = wp.int32(row[KIND])
+        if kind != FIXED:
+            direction = joint_direction(row, quaternions[i])
+            column = wp.int32(row[INDEX])
             g_top = column_top(g_jacobian, column)
-            if kind == REVOLUTE_KIND:
+            if kind == REVOLUTE:
                 # <g_top, (w x d) x r + d x (v_L - v_i)> + <g_bottom, w x d>
                 arm = target - positions[i]
                 g_bottom = column_bottom(g_jacobian, column)
@@ -335,28 +284,16 @@ def jacobian_vjp(
                 force[i] = force[i] - push
             else:
                 torque[i] = torque[i] + wp.cross(direction, g_top)
-        i = wp.int32(joints[i, PARENT_COLUMN])
-    gradient = pull_back(q, joints, axes, positions, quaternions, force, torque)
-    return (
-        gradient,
-        type(joints)(),
-        type(origin_positions)(),
-        type(origin_quaternions)(),
-        type(axes)(),
-        type(link)(0.0),
-    )
+        i = wp.int32(row[PARENT])
+    gradient = pull_back(q, model, positions, quaternions, force, torque)
+    return gradient, type(model)(), type(link)(0.0)
 
 
 # --- the ops, one per (n_links, dof) -------------------------------------------------------
 
 
 def _model_operands(n_links: int) -> dict[str, Operand]:
-    return {
-        "joints": Operand((n_links, JOINT_COLUMNS), batch=()),
-        "origin_positions": Operand((n_links, 3), batch=()),
-        "origin_quaternions": Operand((n_links, 4), batch=()),
-        "axes": Operand((n_links, 3), batch=()),
-    }
+    return {"model": Operand((n_links, _urdf.TABLE_COLUMNS), batch=())}
 
 
 @functools.cache

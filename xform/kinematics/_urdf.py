@@ -26,6 +26,10 @@ UNSUPPORTED = ("floating", "planar")
 # Columns of the `joints` array, one row per link (the joint from its parent to it).
 PARENT, KIND, INDEX, MULTIPLIER, OFFSET = range(5)
 JOINT_COLUMNS = 5
+# Columns of the packed table the kernels read, one row per link: `joints`, then the
+# origin's position and quaternion, then the axis.
+POSITION, QUATERNION, AXIS = JOINT_COLUMNS, JOINT_COLUMNS + 3, JOINT_COLUMNS + 7
+TABLE_COLUMNS = JOINT_COLUMNS + 10
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,8 @@ class Model:
     - `axes (n_links, 3)`: the unit joint axis, in the joint frame.
 
     Parents come before their children, so one pass from the root computes every pose.
-    All arrays are float64 and read-only.
+    All arrays are float64 and read-only; `table` packs them side by side, one row per
+    link, as the kernels read them (one operand, one row per joint step).
     """
 
     link_names: tuple[str, ...]
@@ -51,6 +56,7 @@ class Model:
     origin_positions: np.ndarray
     origin_quaternions: np.ndarray
     axes: np.ndarray
+    table: np.ndarray
 
 
 def _error(message: str) -> ValueError:
@@ -279,7 +285,9 @@ def parse(path_or_xml) -> Model:
         origin_quaternions[k] = joint.quaternion
         axes[k] = joint.axis
         link_joints.append(joint.name)
-    for array in (table, origin_positions, origin_quaternions, axes):
+    packed = np.concatenate([table, origin_positions, origin_quaternions, axes], axis=1)
+    assert packed.shape[1] == TABLE_COLUMNS
+    for array in (table, origin_positions, origin_quaternions, axes, packed):
         array.flags.writeable = False
     return Model(
         tuple(order),
@@ -289,4 +297,5 @@ def parse(path_or_xml) -> Model:
         origin_positions,
         origin_quaternions,
         axes,
+        packed,
     )
