@@ -97,11 +97,11 @@ def core_runner(chain, q: np.ndarray, backward: bool):
     if not backward:
         return lambda: chain.forward_kinematics(q)
     cotangents = tuple(np.ones_like(r) for r in chain.forward_kinematics(q))
-    operands = [q, *chain._constants_like(q)]
+    operands = chain.op_arguments(q)
 
     def run():
         chain.forward_kinematics(q)
-        xform.vjp(chain._forward_op, operands, cotangents)
+        xform.vjp(chain.forward_kinematics_op, operands, cotangents)
 
     return run
 

@@ -348,12 +348,11 @@ def _functions(chain, link):
 
 
 def _ops(chain):
-    return {"forward_kinematics": chain._forward_op, "jacobian": chain._jacobian_op}
+    return {"forward_kinematics": chain.forward_kinematics_op, "jacobian": chain.jacobian_op}
 
 
 def _operands(chain, which, q, link):
-    extra = (float(chain.link_names.index(link)),) if which == "jacobian" else ()
-    return [q, *chain._constants, *extra]
+    return chain.op_arguments(q, link if which == "jacobian" else None)
 
 
 @pytest.mark.parametrize("which", ["forward_kinematics", "jacobian"])
@@ -390,7 +389,7 @@ def test_forward_tangent_is_the_jacobian(tree, rng):
     q = rng.uniform(-3, 3, tree.dof)
     dq = rng.normal(size=tree.dof)
     d_positions, d_quaternions = xform.jvp(
-        tree._forward_op, [q, *tree._constants], [dq, None]
+        tree.forward_kinematics_op, tree.op_arguments(q), [dq, None]
     )
     _, quaternions = tree.forward_kinematics(q)
     for k, link in enumerate(tree.link_names):

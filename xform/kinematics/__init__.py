@@ -109,6 +109,25 @@ class Chain:
         index = self._indices([link], "jacobian")[0]
         return self._run(self._jacobian_op, q, float(index))
 
+    # --- the ops themselves, for xform.vjp / xform.jvp on NumPy arrays --------------------
+
+    @property
+    def forward_kinematics_op(self) -> Op:
+        """The op behind `forward_kinematics`: `(q, model) -> (positions, quaternions)`."""
+        return self._forward_op
+
+    @property
+    def jacobian_op(self) -> Op:
+        """The op behind `jacobian`: `(q, model, link) -> jacobian`, `link` the index."""
+        return self._jacobian_op
+
+    def op_arguments(self, q, link: str | None = None) -> list:
+        """The arguments of `forward_kinematics_op` (or, given `link`, of `jacobian_op`)
+        for `q`: `q`, the model table in q's kind and dtype (and the link's index)."""
+        self._check_q(q, "op_arguments")
+        extra = () if link is None else (float(self._indices([link], "op_arguments")[0]),)
+        return [q, *self._constants_like(q), *extra]
+
     # --- helpers -------------------------------------------------------------------------
 
     def _run(self, op: Op, q, *extra):
