@@ -142,7 +142,7 @@ def implementations(chain, path, q, backward, compile_peers):
     return runners
 
 
-def measure(sizes, modes, compile_peers: bool) -> list[dict]:
+def measure(sizes, modes, compile_peers: bool, budget: float) -> list[dict]:
     path = panda_urdf()
     chain = xform.kinematics.Chain.from_urdf(path)
     rng = np.random.default_rng(0)
@@ -154,7 +154,7 @@ def measure(sizes, modes, compile_peers: bool) -> list[dict]:
             for name, build in implementations(chain, path, q, backward, compile_peers).items():
                 if size > CAPS.get(name, size):
                     continue
-                seconds = median_time(build(), budget=0.5 if size < 10_000 else 2.0)
+                seconds = median_time(build(), budget=budget)
                 records.append(
                     {
                         "mode": mode,
@@ -199,10 +199,11 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES)
     parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--budget", type=float, default=1.0, help="seconds per measurement")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    records = measure(args.sizes, args.modes, not args.no_compile)
+    records = measure(args.sizes, args.modes, not args.no_compile, args.budget)
     (args.out / "kinematics.json").write_text(
         json.dumps({"machine": machine("cpu"), "records": records}, indent=1)
     )
