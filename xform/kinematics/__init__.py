@@ -16,6 +16,7 @@ the framework's autodiff by the ops' closed-form tangents and VJPs (`_ops.py`).
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +27,11 @@ from . import _ops, _urdf
 from ._urdf import FIXED, PRISMATIC, REVOLUTE, Model
 
 __all__ = ["Chain", "FIXED", "PRISMATIC", "REVOLUTE"]
+
+
+def _is_tracer(x) -> bool:
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(x, jax.core.Tracer)
 
 
 class Chain:
@@ -141,7 +147,7 @@ class Chain:
         converted = self._converted.get(key)
         if converted is None:
             converted = tuple(_api.array_like(c, q) for c in self._constants)
-            if kind != "jax":  # a JAX constant made under one trace stays in that trace
+            if not _is_tracer(converted[0]):  # made under a JAX trace, it belongs to that trace
                 with self._lock:
                     self._converted[key] = converted
         return converted
