@@ -536,3 +536,21 @@ def test_bad_calls_raise_naming_the_culprit(tree):
         tree.forward_kinematics(np.zeros(4), links="tip")
     with pytest.raises(TypeError, match="float32 or float64"):
         tree.forward_kinematics(np.zeros(4, dtype=np.int64))
+
+
+def test_ops_called_by_hand_with_a_malformed_model_stay_in_bounds(tree, rng):
+    """The ops take the model table as an operand: whatever it holds (a parent after its
+    child, a coordinate past q, a link past the table), they read nothing out of bounds
+    and end."""
+    q = rng.normal(size=(3, tree.dof))
+    table = np.array(tree.model.table)
+    table[3, 0] = 7.0  # a parent that comes later
+    table[4, 2] = 99.0  # a coordinate past q
+    table[5, 0] = -3.0
+    positions, _ = tree.forward_kinematics_op(q, table)
+    assert np.isfinite(positions).all()
+    for link in (-1.0, 8.0, 1e9, np.nan):
+        np.testing.assert_array_equal(tree.jacobian_op(q, table, link), 0.0)
+    np.testing.assert_array_equal(
+        tree.jacobian_op(q, tree.model.table, 5.0), tree.jacobian(q, tree.link_names[5])
+    )

@@ -1,6 +1,6 @@
 """Forward kinematics and Jacobians of a kinematic tree as xform ops: one kernel launch per
 call, whatever the number of links. Each thread walks the whole tree for its configuration,
-root to leaves, in registers.
+root to leaves, in its own registers and stack.
 
 Operands: `q (..., dof)` and the model's constant table `(n_links, 15)` (`_urdf.Model.table`:
 one row per link, the joint from its parent), whose leading shape is `()`: it broadcasts
@@ -73,6 +73,29 @@ def rotate(q: Any, v: Any):
 
 
 @wp.func
+def row_parent(row: Any, i: int):
+    """The parent of link i: an earlier link (clamped so, whatever the table holds, so
+    that a malformed table passed to the op by hand can neither read out of bounds nor
+    walk in a circle)."""
+    return wp.clamp(wp.int32(row[PARENT]), 0, i - 1)
+
+
+@wp.func
+def row_index(row: Any, coordinates: int):
+    """The coordinate that drives the joint (clamped into q, as above)."""
+    return wp.clamp(wp.int32(row[INDEX]), 0, coordinates - 1)
+
+
+@wp.func
+def link_index(link: Any, links: int):
+    """The requested link's index; the root's (a zero Jacobian) if out of range."""
+    i = wp.int32(link)
+    if i < 0 or i >= links:
+        i = 0
+    return i
+
+
+@wp.func
 def joint_motion(q: Any, row: Any):
     """A link's pose in its parent's frame, from its row: the joint's origin, then its
     motion by the joint's value."""
@@ -80,7 +103,7 @@ def joint_motion(q: Any, row: Any):
     rotation = row_quaternion(row, QUATERNION)
     kind = wp.int32(row[KIND])
     if kind != FIXED:
-        theta = row[MULTIPLIER] * q[wp.int32(row[INDEX])] + row[OFFSET]
+        theta = row[MULTIPLIER] * q[row_index(row, len(q))] + row[OFFSET]
         axis = row_vector3(row, AXIS)
         if kind == REVOLUTE:
             half = type(theta)(0.5) * theta
@@ -102,7 +125,7 @@ def link_poses(q: Any, model: Any):
     quaternions[0] = wp.vector(one, zero, zero, zero)
     for i in range(1, len(model)):
         row = model[i]
-        parent = wp.int32(row[PARENT])
+        parent = row_parent(row, i)
         offset, rotation = joint_motion(q, row)
         frame = quaternions[parent]
         positions[i] = positions[parent] + rotate(frame, offset)
@@ -126,12 +149,12 @@ def link_velocities(q: Any, model: Any, dq: Any, positions: Any, quaternions: An
     linear = type(positions)()
     for i in range(1, len(model)):
         row = model[i]
-        parent = wp.int32(row[PARENT])
+        parent = row_parent(row, i)
         w = angular[parent]
         v = linear[parent] + wp.cross(w, positions[i] - positions[parent])
         kind = wp.int32(row[KIND])
         if kind != FIXED:
-            motion = dq[wp.int32(row[INDEX])] * joint_direction(row, quaternions[i])
+            motion = dq[row_index(row, len(q))] * joint_direction(row, quaternions[i])
             if kind == REVOLUTE:
                 w = w + motion
             else:
@@ -150,13 +173,13 @@ def pull_back(q: Any, model: Any, positions: Any, quaternions: Any, force: Any, 
     for k in range(1, n):
         i = n - k
         row = model[i]
-        parent = wp.int32(row[PARENT])
+        parent = row_parent(row, i)
         f = force[i]
         t = torque[i]
         kind = wp.int32(row[KIND])
         if kind != FIXED:
             direction = joint_direction(row, quaternions[i])
-            index = wp.int32(row[INDEX])
+            index = row_index(row, len(q))
             if kind == REVOLUTE:
                 gradient[index] += wp.dot(t, direction)
             else:
@@ -226,20 +249,20 @@ def jacobian(q: Any, model: Any, link: Any):
     positions, quaternions = link_poses(q, model)
     result = wp.matrix(shape=(6, len(q)), dtype=type(q[0]))
     zero = type(positions[0])()
-    i = wp.int32(link)
+    i = link_index(link, len(model))
     target = positions[i]
     while i > 0:
         row = model[i]
         kind = wp.int32(row[KIND])
         if kind != FIXED:
             direction = joint_direction(row, quaternions[i])
-            column = wp.int32(row[INDEX])
+            column = row_index(row, len(q))
             if kind == REVOLUTE:
                 arm = target - positions[i]
                 result = column_add(result, column, wp.cross(direction, arm), direction)
             else:
                 result = column_add(result, column, direction, zero)
-        i = wp.int32(row[PARENT])
+        i = row_parent(row, i)
     return result
 
 
@@ -249,7 +272,7 @@ def jacobian_tangent(q: Any, model: Any, link: Any, dq: Any, d_model: Any, d_lin
     angular, linear = link_velocities(q, model, dq, positions, quaternions)
     result = wp.matrix(shape=(6, len(q)), dtype=type(q[0]))
     zero = type(positions[0])()
-    i = wp.int32(link)
+    i = link_index(link, len(model))
     target = positions[i]
     target_velocity = linear[i]
     while i > 0:
@@ -258,14 +281,14 @@ def jacobian_tangent(q: Any, model: Any, link: Any, dq: Any, d_model: Any, d_lin
         if kind != FIXED:
             direction = joint_direction(row, quaternions[i])
             turn = wp.cross(angular[i], direction)  # the direction's rate
-            column = wp.int32(row[INDEX])
+            column = row_index(row, len(q))
             if kind == REVOLUTE:
                 arm = target - positions[i]
                 top = wp.cross(turn, arm) + wp.cross(direction, target_velocity - linear[i])
                 result = column_add(result, column, top, turn)
             else:
                 result = column_add(result, column, turn, zero)
-        i = wp.int32(row[PARENT])
+        i = row_parent(row, i)
     return result
 
 
@@ -274,7 +297,7 @@ def jacobian_vjp(q: Any, model: Any, link: Any, g_jacobian: Any):
     positions, quaternions = link_poses(q, model)
     force = type(positions)()
     torque = type(positions)()
-    last = wp.int32(link)
+    last = link_index(link, len(model))
     i = last
     target = positions[i]
     while i > 0:
@@ -282,7 +305,7 @@ def jacobian_vjp(q: Any, model: Any, link: Any, g_jacobian: Any):
         kind = wp.int32(row[KIND])
         if kind != FIXED:
             direction = joint_direction(row, quaternions[i])
-            column = wp.int32(row[INDEX])
+            column = row_index(row, len(q))
             g_top = column_top(g_jacobian, column)
             if kind == REVOLUTE:
                 # <g_top, (w x d) x r + d x (v_L - v_i)> + <g_bottom, w x d>
@@ -294,7 +317,7 @@ def jacobian_vjp(q: Any, model: Any, link: Any, g_jacobian: Any):
                 force[i] = force[i] - push
             else:
                 torque[i] = torque[i] + wp.cross(direction, g_top)
-        i = wp.int32(row[PARENT])
+        i = row_parent(row, i)
     gradient = pull_back(q, model, positions, quaternions, force, torque)
     return gradient, type(model)(), type(link)(0.0)
 
@@ -302,8 +325,9 @@ def jacobian_vjp(q: Any, model: Any, link: Any, g_jacobian: Any):
 # --- the ops, one per (n_links, dof) -------------------------------------------------------
 
 
-def _model_operands(n_links: int) -> dict[str, Operand]:
-    return {"model": Operand((n_links, _urdf.TABLE_COLUMNS), batch=())}
+def _model_operand(n_links: int) -> Operand:
+    """The model table: one for every configuration (leading shape `()`)."""
+    return Operand((n_links, _urdf.TABLE_COLUMNS), batch=())
 
 
 @functools.cache
@@ -311,7 +335,7 @@ def forward_kinematics_op(n_links: int, dof: int) -> Op:
     return define_op(
         f"forward_kinematics_{n_links}_links_{dof}_dof",
         forward_kinematics,
-        {"q": (dof,), **_model_operands(n_links)},
+        {"q": (dof,), "model": _model_operand(n_links)},
         {"positions": (n_links, 3), "quaternions": (n_links, 4)},
         tangent=forward_kinematics_tangent,
         vjp=forward_kinematics_vjp,
@@ -326,7 +350,7 @@ def jacobian_op(n_links: int, dof: int) -> Op:
     return define_op(
         f"jacobian_{n_links}_links_{dof}_dof",
         jacobian,
-        {"q": (dof,), **_model_operands(n_links), "link": Operand((), batch=())},
+        {"q": (dof,), "model": _model_operand(n_links), "link": Operand((), batch=())},
         {"jacobian": (6, dof)},
         tangent=jacobian_tangent,
         vjp=jacobian_vjp,
