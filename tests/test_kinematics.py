@@ -184,6 +184,10 @@ def test_tree_model(tree):
     }  # fmt: skip
     for k, parent in enumerate(tree.parents[1:], start=1):
         assert 0 <= parent < k  # parents first
+    with pytest.raises(AttributeError, match="immutable"):
+        tree.dof = 3
+    with pytest.raises(ValueError, match="read-only"):
+        tree.model.table[0, 0] = 1.0
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

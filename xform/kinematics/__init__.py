@@ -68,6 +68,12 @@ class Chain:
         self._jacobian_op = _ops.jacobian_op(len(self.link_names), self.dof)
         self._converted: dict[tuple, tuple] = {}
         self._lock = threading.Lock()
+        self._frozen = True
+
+    def __setattr__(self, name: str, value) -> None:
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"xform.kinematics.Chain is immutable: cannot set {name!r}")
+        super().__setattr__(name, value)
 
     @classmethod
     def from_urdf(cls, path_or_xml) -> Chain:
@@ -91,15 +97,17 @@ class Chain:
         ([w, x, y, z], unit, sign as the product of the joints' quaternions gives it) for
         every link (`n = n_links`, in `link_names` order) or for `links`, in that order."""
         self._check_q(q, "forward_kinematics")
+        index = None if links is None else self._indices(links, "forward_kinematics")
+        if index is not None and _interop.array_kind(q) == "warp":
+            raise TypeError(
+                "xform.kinematics.Chain.forward_kinematics: links= selects with array "
+                "indexing, which Warp arrays lack; pass q as NumPy, PyTorch or JAX"
+            )
         position, quaternion = self._run(self._forward_op, q)
-        if links is not None:
-            index = self._indices(links, "forward_kinematics")
-            if _interop.array_kind(q) == "warp":
-                raise TypeError(
-                    "xform.kinematics.Chain.forward_kinematics: links= selects with array "
-                    "indexing, which Warp arrays lack; pass q as NumPy, PyTorch or JAX"
-                )
+        if index is not None:  # a gather in q's framework, differentiable there
             position, quaternion = position[..., index, :], quaternion[..., index, :]
+        # The one place that shapes the result: an SE3 of batch shape (..., n) once the
+        # group objects land.
         return position, quaternion
 
     def jacobian(self, q, link: str):
