@@ -145,7 +145,11 @@ class Chain:
     # --- helpers -------------------------------------------------------------------------
 
     def _run(self, op: Op, q, *extra):
-        return _api.apply(op, [q, *self._constants_like(q), *extra])
+        args = [q, *self._constants_like(q), *extra]
+        # Once made, a framework's function of the op is at hand: calling it directly saves
+        # the dispatch's checks (q's kind is the constants' by construction), a few µs.
+        adapter = op.adapters.get(_interop.array_kind(q)) if not extra else None
+        return adapter(*args) if adapter is not None else _api.apply(op, args)
 
     def _constants_like(self, q) -> tuple:
         """The model's arrays in q's kind, dtype and device, converted once per such."""
