@@ -74,7 +74,8 @@ def _product(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
             return None, ptr
 
         def scratch_zeros(shape, scalar, device):
-            array = wp.zeros(shape, dtype=scalar, device=device)
+            # Warp has no 0-d arrays: a scalar's zero is one element (the core keeps `shape`).
+            array = wp.zeros(shape or (1,), dtype=scalar, device=device)
             return array, array.ptr
 
         operands = _launch.prepare(op, inputs[:n], prefix)

@@ -33,3 +33,20 @@ def test_benchmark_runs_at_the_smallest_size(device, tmp_path, monkeypatch):
     } <= measured
     assert all(r["seconds"] > 0 and r["bytes"] > 0 for r in saved["records"])
     assert (tmp_path / "results.png").stat().st_size > 0
+
+
+def test_kinematics_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    for module in ("torch", "jax", "pinocchio", "pytorch_kinematics"):
+        pytest.importorskip(module)
+    from benchmarks.kinematics import main
+
+    records = main(["--sizes", "1", "--no-compile", "--budget", "0", "--out", str(tmp_path)])
+    measured = {(r["mode"], r["impl"]) for r in records}
+    for mode in ("forward", "forward+backward"):
+        for impl in ("xform torch", "xform jax.jit", "xform numpy", "pytorch_kinematics",
+                     "jax.jit jnp", "pinocchio loop"):  # fmt: skip
+            assert (mode, impl) in measured
+    assert all(r["seconds"] > 0 and r["bytes per configuration"] > 0 for r in records)
+    saved = json.loads((tmp_path / "kinematics.json").read_text())
+    assert len(saved["records"]) == len(records)

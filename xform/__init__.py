@@ -10,7 +10,7 @@ PyTorch tensors and JAX arrays go through the adapters in `xform.backends.torch`
 Warp functions, with the same reach. Importing `xform` imports neither framework.
 """
 
-from . import manifold  # noqa: E402  (written on the groups above)
+from . import kinematics, manifold  # written on the ops and the groups
 from ._api import FUNCTIONS as _FUNCTIONS
 from ._api import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
@@ -52,6 +52,7 @@ __all__ = [
     "Operand",
     "Result",
     "define_op",
+    "kinematics",
     "random_quaternion",
     "jvp",
     "vjp",

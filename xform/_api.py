@@ -107,6 +107,36 @@ def _unpack(op: Op, results: list):
     return results[0] if len(op.results) == 1 else tuple(results)
 
 
+def array_like(value: np.ndarray, like: Any) -> Any:
+    """`value` as a new array of `like`'s kind (NumPy, Warp, PyTorch or JAX), float dtype
+    and device: how a layer above the ops passes constants of its own (a kinematic model)
+    beside its caller's arrays. Under a JAX trace the result is a constant of the trace."""
+    kind = _interop.array_kind(like)
+    if kind == "torch":
+        import torch
+
+        return torch.tensor(value, dtype=like.dtype, device=like.device)
+    if kind == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        array = jnp.asarray(value, dtype=like.dtype)
+        if isinstance(like, jax.Array) and not isinstance(like, jax.core.Tracer):
+            devices = like.devices()
+            if len(devices) == 1:  # else JAX places the constant where a computation needs it
+                array = jax.device_put(array, next(iter(devices)))
+        return array
+    if kind == "warp":
+        scalar = getattr(like.dtype, "_wp_scalar_type_", like.dtype)
+        return wp.array(np.asarray(value, dtype=wp.dtype_to_numpy(scalar)), device=like.device)
+    if kind == "numpy":
+        return np.asarray(value, dtype=like.dtype)
+    raise TypeError(
+        f"xform: expected a NumPy, Warp, PyTorch or JAX array, got {type(like).__module__}."
+        f"{type(like).__qualname__}"
+    )
+
+
 def numbers_as_arrays(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     """Numbers given for scalar operands (their natural spelling) as 0-d arrays of the other
     arguments' kind, on their device. A Python number or a NumPy integer takes the other

@@ -1,0 +1,216 @@
+"""Forward kinematics of Panda (all 13 links), xform against what a user would use instead.
+
+    python -m benchmarks.kinematics [--sizes 1 100 10000 1000000] [--no-compile] [--out DIR]
+
+Per batch size (configurations) and mode (forward; forward + backward: the forward and the
+VJP of a cotangent the program cannot see, as in `benchmarks/run.py`), medians of repeated
+runs after warm-up, float32 but for Pinocchio (float64 only):
+
+- xform through PyTorch, through `jax.jit`, and on NumPy (the VJP through `xform.vjp`);
+- pytorch_kinematics (`build_chain_from_urdf`, every frame's 4x4 matrix), eagerly and
+  under `torch.compile`;
+- a jnp FK under `jax.jit` (`peers.jnp_forward_kinematics`, unit quaternions as xform's);
+- Pinocchio looped over configurations in Python: `forwardKinematics` +
+  `updateFramePlacements`, and for forward + backward also `computeJointJacobians` (what
+  its derivatives start from);
+- a copy of as many bytes as the call reads or writes (the bandwidth floor).
+
+Peers that take seconds per call at a size are capped (`CAPS`), and say so. Writes
+`kinematics.json` to the output folder and prints a table: ns per configuration, the
+least bytes per configuration (q read and poses written; forward + backward adds q and the
+cotangents read again and the gradient written), and each peer's time over xform's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import logging
+import site
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import xform
+from benchmarks.peers import jnp_forward_kinematics
+from benchmarks.run import jax_runner, machine, median_time, torch_runner
+
+SIZES = [1, 100, 10_000, 1_000_000]
+MODES = ["forward", "forward+backward"]
+DTYPE = np.float32
+# The largest batch each slow peer runs at (seconds or more per call above it).
+CAPS = {
+    "pytorch_kinematics": 10_000,
+    "pytorch_kinematics torch.compile": 10_000,
+    "pinocchio loop": 10_000,
+}
+
+
+def panda_urdf() -> Path:
+    for base in site.getsitepackages():
+        path = Path(base) / "cmeel.prefix/share/example-robot-data/robots"
+        path = path / "panda_description/urdf/panda.urdf"
+        if path.is_file():
+            return path
+    raise SystemExit("example-robot-data is not installed (pip install example-robot-data)")
+
+
+def pytorch_kinematics_fk(text: bytes):
+    """pytorch_kinematics' FK as a function of q (its 9 joints: the mimic finger is one
+    more coordinate there) returning every frame's 4x4 matrix, (..., 13, 4, 4)."""
+    import pytorch_kinematics as pk
+
+    logging.disable(logging.WARNING)  # its URDF parser warns about Panda's <dynamics>
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        chain = pk.build_chain_from_urdf(text).to(dtype=torch.float32)
+    names = chain.get_frame_names()
+
+    def fk(q):
+        frames = chain.forward_kinematics(q)
+        return torch.stack([frames[name].get_matrix() for name in names], -3)
+
+    return fk, len(chain.get_joint_parameter_names())
+
+
+def pinocchio_runner(path: Path, q: np.ndarray, backward: bool):
+    import pinocchio as pin
+
+    model = pin.buildModelFromUrdf(str(path))
+    data = model.createData()
+    configurations = [np.asarray(c, dtype=np.float64) for c in q]  # nq = 9: the mimic finger
+    configurations = [np.concatenate([c, c[-1:]]) for c in configurations]
+
+    def run():
+        for c in configurations:
+            pin.forwardKinematics(model, data, c)
+            pin.updateFramePlacements(model, data)
+            if backward:
+                pin.computeJointJacobians(model, data, c)
+
+    return run
+
+
+def core_runner(chain, q: np.ndarray, backward: bool):
+    if not backward:
+        return lambda: chain.forward_kinematics(q)
+    cotangents = tuple(np.ones_like(r) for r in chain.forward_kinematics(q))
+    operands = chain.op_arguments(q)
+
+    def run():
+        chain.forward_kinematics(q)
+        xform.vjp(chain.forward_kinematics_op, operands, cotangents)
+
+    return run
+
+
+def copy_runner(count: int):
+    source = torch.ones(max(1, count // 4))
+    target = torch.empty_like(source)
+    return lambda: target.copy_(source)
+
+
+def traffic_bytes(chain, size: int, backward: bool) -> int:
+    read = size * chain.dof * 4
+    written = size * chain.n_links * 7 * 4
+    return 3 * read + 2 * written if backward else read + written
+
+
+def implementations(chain, path, q, backward, compile_peers):
+    fk = chain.forward_kinematics
+    pk_fk, pk_dof = pytorch_kinematics_fk(path.read_bytes())
+    q_pk = np.concatenate([q, q[:, -1:]], -1)  # the mimic finger's coordinate, repeated
+    runners = {
+        "xform torch": lambda: torch_runner(fk, [q], backward, "cpu"),
+        "xform jax.jit": lambda: jax_runner(fk, [q], backward, "cpu"),
+        "xform numpy": lambda: core_runner(chain, q, backward),
+        "pytorch_kinematics": lambda: torch_runner(pk_fk, [q_pk], backward, "cpu"),
+        "jax.jit jnp": lambda: jax_runner(
+            jnp_forward_kinematics(chain.model.table), [q], backward, "cpu"
+        ),
+        "pinocchio loop": lambda: pinocchio_runner(path, q, backward),
+        "copy floor": lambda: copy_runner(traffic_bytes(chain, len(q), backward)),
+    }
+    if compile_peers:
+        compiled = torch.compile(pk_fk, dynamic=False)
+        runners["pytorch_kinematics torch.compile"] = lambda: torch_runner(
+            compiled, [q_pk], backward, "cpu"
+        )
+    assert pk_dof == q_pk.shape[-1]
+    return runners
+
+
+def measure(sizes, modes, compile_peers: bool, budget: float) -> list[dict]:
+    path = panda_urdf()
+    chain = xform.kinematics.Chain.from_urdf(path)
+    rng = np.random.default_rng(0)
+    records = []
+    for mode in modes:
+        backward = mode != "forward"
+        for size in sizes:
+            q = rng.uniform(-2.0, 2.0, (size, chain.dof)).astype(DTYPE)
+            for name, build in implementations(chain, path, q, backward, compile_peers).items():
+                if size > CAPS.get(name, size):
+                    continue
+                seconds = median_time(build(), budget=budget)
+                records.append(
+                    {
+                        "mode": mode,
+                        "size": size,
+                        "impl": name,
+                        "seconds": seconds,
+                        "ns per configuration": seconds / size * 1e9,
+                        "bytes per configuration": traffic_bytes(chain, 1, backward),
+                    }
+                )
+                print(f"measured {mode:17s} {size:>8d} {name}", flush=True)
+    return records
+
+
+def format_table(records) -> str:
+    impls = list(dict.fromkeys(r["impl"] for r in records))
+    lines = [
+        "| mode | batch | bytes/config | "
+        + " | ".join(f"{name} ns/config (x xform torch)" for name in impls)
+        + " |",
+        "|---|---:|---:|" + "---:|" * len(impls),
+    ]
+    table = {}
+    for r in records:
+        table.setdefault((r["mode"], r["size"]), {})[r["impl"]] = r
+    for (mode, size), row in table.items():
+        reference = row["xform torch"]["seconds"]
+        cells = []
+        for name in impls:
+            if name not in row:
+                cells.append(f"capped at {CAPS[name]:,}" if name in CAPS else "-")
+                continue
+            r = row[name]
+            cells.append(f"{r['ns per configuration']:,.0f} ({r['seconds'] / reference:.2f})")
+        bytes_per = next(iter(row.values()))["bytes per configuration"]
+        lines.append(f"| {mode} | {size:,} | {bytes_per} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=SIZES)
+    parser.add_argument("--modes", nargs="+", default=MODES, choices=MODES)
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--budget", type=float, default=1.0, help="seconds per measurement")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    records = measure(args.sizes, args.modes, not args.no_compile, args.budget)
+    (args.out / "kinematics.json").write_text(
+        json.dumps({"machine": machine("cpu"), "records": records}, indent=1)
+    )
+    print(f"\n{machine('cpu')}\n")
+    print(format_table(records))
+    return records
+
+
+if __name__ == "__main__":
+    main()
