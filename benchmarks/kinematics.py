@@ -96,7 +96,8 @@ def pinocchio_runner(path: Path, q: np.ndarray, backward: bool):
 def core_runner(chain, q: np.ndarray, backward: bool):
     if not backward:
         return lambda: chain.forward_kinematics(q)
-    cotangents = tuple(np.ones_like(r) for r in chain.forward_kinematics(q))
+    poses = chain.forward_kinematics(q)
+    cotangents = (np.ones_like(poses.position), np.ones_like(poses.quaternion))
     operands = chain.op_arguments(q)
 
     def run():
@@ -119,7 +120,10 @@ def traffic_bytes(chain, size: int, backward: bool) -> int:
 
 
 def implementations(chain, path, q, backward, compile_peers):
-    fk = chain.forward_kinematics
+    def fk(q):  # the SE3's fields: the runners take functions of arrays to arrays
+        poses = chain.forward_kinematics(q)
+        return poses.position, poses.quaternion
+
     pk_fk, pk_dof = pytorch_kinematics_fk(path.read_bytes())
     q_pk = np.concatenate([q, q[:, -1:]], -1)  # the mimic finger's coordinate, repeated
     runners = {

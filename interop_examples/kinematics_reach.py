@@ -43,7 +43,8 @@ start[:, 3] = -1.5  # Panda's elbow: bent, away from its joint limit at 0
 # from the start does not find).
 solution = start + rng.uniform(-0.8, 0.8, start.shape)
 solution[:, 7] = 0.02  # the finger opening does not move the tool point
-target_position, target_quaternion = chain.forward_kinematics(solution, links=[TOOL])
+target = chain.forward_kinematics(solution, links=[TOOL])  # an SE3 of shape (256, 1)
+target_position, target_quaternion = target.position, target.quaternion
 
 # --- PyTorch: Adam on the positions --------------------------------------------------------
 q = torch.tensor(start, requires_grad=True)
@@ -52,7 +53,7 @@ optimizer = torch.optim.Adam([q], lr=0.1)
 schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, 600)
 for step in range(601):
     optimizer.zero_grad()
-    position, _ = chain.forward_kinematics(q, links=[TOOL])
+    position = chain.forward_kinematics(q, links=[TOOL]).position
     loss = ((position[:, 0] - goal) ** 2).sum(-1)
     loss.sum().backward()
     optimizer.step()
@@ -66,7 +67,8 @@ torch_error = loss.sqrt().max().item()
 
 def pose_error(q, position, quaternion):
     """[position error; rotation error as an angle-axis vector], in the base frame."""
-    p, r = chain.forward_kinematics(q, links=[TOOL])
+    tool = chain.forward_kinematics(q, links=[TOOL])
+    p, r = tool.position, tool.quaternion
     w, v = r[0, 0], r[0, 1:]
     w_goal, v_goal = quaternion[0], quaternion[1:]
     # the vector part of goal * r^-1, sign chosen so that its angle is at most pi

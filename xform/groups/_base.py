@@ -158,6 +158,12 @@ class LieGroup:
             raise TypeError(f"len() of an unbatched xform.{type(self).__name__}")
         return self.shape[0]
 
+    def __iter__(self):
+        """The elements along the first batch axis (bounded by `len`: JAX clamps an index
+        out of range rather than raising, so Python's fallback through `__getitem__` would
+        never end)."""
+        return (self[i] for i in range(len(self)))
+
     def __getitem__(self: Self, index) -> Self:
         """NumPy indexing of the batch axes."""
         index = index if isinstance(index, tuple) else (index,)

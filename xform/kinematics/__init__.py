@@ -3,8 +3,8 @@
 ```python
 chain = xform.kinematics.Chain.from_urdf("panda.urdf")   # or the XML text
 chain.link_names, chain.joint_names, chain.dof
-position, quaternion = chain.forward_kinematics(q)        # (..., n_links, 3), (..., n_links, 4)
-position, quaternion = chain.forward_kinematics(q, links=["panda_hand"])
+poses = chain.forward_kinematics(q)             # an xform.SE3 of batch shape (..., n_links)
+hand = chain.forward_kinematics(q, links=["panda_hand"])
 J = chain.jacobian(q, "panda_hand")                       # (..., 6, dof)
 ```
 
@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import _api, _interop
 from .._op import Op
+from ..groups import SE3
 from . import _ops, _urdf
 from ._urdf import FIXED, PRISMATIC, REVOLUTE, Model
 
@@ -92,23 +93,23 @@ class Chain:
 
     # --- calls ---------------------------------------------------------------------------
 
-    def forward_kinematics(self, q, links: Sequence[str] | None = None):
-        """Link poses in the base frame: `(position (..., n, 3), quaternion (..., n, 4))`
-        ([w, x, y, z], unit, sign as the product of the joints' quaternions gives it) for
-        every link (`n = n_links`, in `link_names` order) or for `links`, in that order."""
+    def forward_kinematics(self, q, links: Sequence[str] | None = None) -> SE3:
+        """Link poses in the base frame: an `xform.SE3` of batch shape `(..., n)`, its
+        `position (..., n, 3)` and `quaternion (..., n, 4)` ([w, x, y, z], unit, sign as the
+        product of the joints' quaternions gives it), for every link (`n = n_links`, in
+        `link_names` order) or for `links`, in that order."""
         self._check_q(q, "forward_kinematics")
         index = None if links is None else self._indices(links, "forward_kinematics")
-        if index is not None and _interop.array_kind(q) == "warp":
+        if _interop.array_kind(q) == "warp":
             raise TypeError(
-                "xform.kinematics.Chain.forward_kinematics: links= selects with array "
-                "indexing, which Warp arrays lack; pass q as NumPy, PyTorch or JAX"
+                "xform.kinematics.Chain.forward_kinematics: the poses are an xform.SE3, which "
+                "holds NumPy, PyTorch or JAX arrays; pass q as one of those, or call "
+                "chain.forward_kinematics_op on Warp arrays"
             )
         position, quaternion = self._run(self._forward_op, q)
         if index is not None:  # a gather in q's framework, differentiable there
             position, quaternion = position[..., index, :], quaternion[..., index, :]
-        # The one place that shapes the result: an SE3 of batch shape (..., n) once the
-        # group objects land.
-        return position, quaternion
+        return SE3._trusted(position, quaternion)
 
     def jacobian(self, q, link: str):
         """The Jacobian of `link`, `(..., 6, dof)`: rows [linear; angular], the velocity of the
