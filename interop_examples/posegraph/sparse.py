@@ -17,8 +17,19 @@ headers.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import scipy.sparse as sp
+
+try:  # at import, with the other imports: pypardiso finds MKL by searching the disk
+    import pypardiso
+
+    # Each new PyPardisoSolver looks for MKL again (find_library, then a recursive glob
+    # of the environment: 0.28 s a solver here); solvers are copies of this one instead.
+    _PARDISO_TEMPLATE = pypardiso.PyPardisoSolver(mtype=2)
+except ImportError:
+    _PARDISO_TEMPLATE = None
 
 
 class BlockPattern:
@@ -122,10 +133,13 @@ class Pardiso:
     name = "pardiso"
 
     def __init__(self, pattern: BlockPattern):
-        import pypardiso
-
+        if _PARDISO_TEMPLATE is None:
+            raise ImportError("the pardiso solver needs pypardiso (pip install pypardiso)")
         self._error = pypardiso.pardiso_wrapper.PyPardisoError
-        self._solver = pypardiso.PyPardisoSolver(mtype=2)
+        solver = self._solver = copy.copy(_PARDISO_TEMPLATE)  # MKL found once
+        solver.pt = np.zeros_like(_PARDISO_TEMPLATE.pt)  # PARDISO's handle: a new one
+        solver.iparm = _PARDISO_TEMPLATE.iparm.copy()
+        solver.perm = _PARDISO_TEMPLATE.perm.copy()
         self._pattern = pattern
         self._analysed = False
 
