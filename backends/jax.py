@@ -14,7 +14,10 @@ CUDA it is `warp.jax_callable`, which also finds XLA's stream.
 So forward mode (`jax.jvp`, `jax.jacfwd`) and reverse mode (`jax.grad`, `jax.jacrev`)
 both come from the same kernels. Every primitive has a batching rule that moves the
 mapped axis to the front and calls the kernel with one more "mapped prefix" dimension:
-`jax.vmap` is one launch, never a loop. Second derivatives are not supported and raise.
+`jax.vmap` is one launch, never a loop. Second derivatives: the JVP rules of the tangent
+and VJP primitives are the tangents of the op's products made ops of their own
+(`xform._products`), whose primitives have the same rules; where an op has no closed-form
+derivatives, and for third derivatives, they raise `xform.HigherDerivativeError`.
 
 `cuda_matrix_to_quaternion` stops gradients: its derivative is zero, as
 `jax.lax.stop_gradient` makes it. Shapes and dtypes are checked at trace time with the
@@ -35,7 +38,7 @@ import warp as wp
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from xform import _launch
+from xform import _launch, _products
 from xform._api import family_function, numbers_as_arrays
 from xform._layout import result_shapes
 from xform._op import Op
@@ -73,15 +76,12 @@ def _product(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
             zero()
             return None, ptr
 
-        def scratch_zeros(shape, scalar, device):
-            array = wp.zeros(shape, dtype=scalar, device=device)
-            return array, array.ptr
-
         operands = _launch.prepare(op, inputs[:n], prefix)
         if product == "forward":
-            _launch.forward(operands, allocate)
+            _launch.forward(operands, allocate, allocate_zeros)
         elif product == "tangent":
-            _launch.jvp(operands, inputs[n : 2 * n], allocate, scratch_zeros)
+            # (Every tangent is given: zeros go only to results that are added into.)
+            _launch.jvp(operands, inputs[n : 2 * n], allocate, allocate_zeros)
         else:
             cotangents = inputs[n : n + len(op.results)]
             _launch.vjp(operands, cotangents, allocate_zeros, needed, allocate)
@@ -300,12 +300,34 @@ def _map_size(args, dims):
     return next(x.shape[d] for x, d in zip(args, dims) if d is not None)
 
 
-def _no_second_derivative(op: Op):
-    def rule(*args, **kwargs):
-        raise NotImplementedError(
-            f"xform.{op.name}: second derivatives (differentiating a gradient or tangent) "
-            "are not supported; the first derivative is exact"
-        )
+def _jvp_of_tangent(op: Op, tangent: Primitive):
+    """The JVP rule of an op's tangent primitive: the tangent of its tangent op
+    (`xform._products`), which raises where xform cannot give it exactly."""
+
+    def rule(primals, tangents, *, prefix):
+        product = _products.tangent_op(op)
+        outs = tangent.bind(*primals, prefix=prefix)
+        tangents = [ad.instantiate_zeros(t) for t in tangents]
+        return outs, primitives(product)[1].bind(*primals, *tangents, prefix=prefix)
+
+    return rule
+
+
+def _jvp_of_vjp(op: Op, vjp: Primitive):
+    """The JVP rule of an op's VJP primitive: the tangent of its VJP op, whose results are
+    the differentiable operands' gradients (the primitive gives the `needed` ones)."""
+
+    def rule(primals, tangents, *, prefix, needed):
+        product = _products.vjp_op(op)
+        outs = vjp.bind(*primals, prefix=prefix, needed=needed)
+        tangents = [ad.instantiate_zeros(t) for t in tangents]
+        out = primitives(product)[1].bind(*primals, *tangents, prefix=prefix)
+        by_operand = dict(zip(op.scattered("vjp"), out))
+        return outs, [
+            by_operand[k] if k in by_operand else jnp.zeros_like(primals[k])
+            for k, need in enumerate(needed)
+            if need
+        ]
 
     return rule
 
@@ -353,7 +375,8 @@ def primitives(op: Op):
         return _avals(_check(op, operands, prefix), operands[0].dtype, operands)
 
     def forward_batch(args, dims, *, prefix):
-        front = _front(args, dims, _map_size(args, dims), broadcast=False)
+        # Results like operands get one element per map element: those operands too.
+        front = _front(args, dims, _map_size(args, dims), broadcast=op.scatters)
         return forward.bind(*front, prefix=prefix + 1), [0] * r
 
     forward.def_abstract_eval(forward_abstract)
@@ -400,7 +423,7 @@ def primitives(op: Op):
     _implement(tangent, tangent_impl)
     batching.primitive_batchers[tangent] = tangent_batch
     ad.primitive_transposes[tangent] = tangent_transpose
-    ad.primitive_jvps[tangent] = _no_second_derivative(op)
+    ad.primitive_jvps[tangent] = _jvp_of_tangent(op, tangent)
 
     def vjp_shapes(operands, prefix, needed):
         _check(op, operands, prefix)
@@ -422,7 +445,7 @@ def primitives(op: Op):
     vjp.def_abstract_eval(vjp_abstract)
     _implement(vjp, vjp_impl)
     batching.primitive_batchers[vjp] = vjp_batch
-    ad.primitive_jvps[vjp] = _no_second_derivative(op)
+    ad.primitive_jvps[vjp] = _jvp_of_vjp(op, vjp)
 
     ad.primitive_jvps[forward] = forward_jvp
     return forward, tangent, vjp

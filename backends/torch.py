@@ -15,7 +15,10 @@ How each PyTorch transform reaches the core's kernels:
   called as custom ops with `register_fake` and `register_autograd`; in eager mode as
   the full Function. Both run the same kernels.
 
-Double backward is not supported: differentiating a gradient raises a RuntimeError
+Second derivatives (double backward, `gradgradcheck`, `torch.func.hessian`,
+`jacfwd(jacrev(f))`): the VJP and JVP Functions are differentiable again, through the
+op's products made ops of their own (`xform._products`); where an op has no closed-form
+derivatives, and for third derivatives, they raise `xform.HigherDerivativeError`
 (never a silently wrong second derivative).
 
 Tensors are read and written in place through DLPack; only non-contiguous inputs are
@@ -34,7 +37,7 @@ import torch
 import torch.autograd.forward_ad as forward_ad
 import warp as wp
 
-from xform import _launch
+from xform import _launch, _products
 from xform._api import family_function, numbers_as_arrays
 from xform._layout import result_shapes
 from xform._op import Op, on_define
@@ -199,7 +202,7 @@ def _forward(op: Op, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor
         _prepare(op, operands, prefix)
         return _fake_results(op, _detached(operands), prefix)
     with _on_current_stream(_device_of(operands)):
-        return _launch.forward(_prepare(op, operands, prefix), _into(buffers, _empty))
+        return _launch.forward(_prepare(op, operands, prefix), _into(buffers, _empty), _zeros)
 
 
 def _vjp(op: Op, operands, cotangents, needed, prefix: int = 0):
@@ -249,21 +252,20 @@ def _expanded_to_front(args, in_dims, size: int):
 
 class _Derivative(torch.autograd.Function):
     """A first derivative (VJP or JVP) as a Function, so that vmap can fold it into one
-    launch. It is not differentiable again: differentiating it raises, never silently
-    giving a wrong second derivative."""
+    launch, and so that it can be differentiated again: its backward and forward-mode
+    rule are those of the op's product made an op of its own (`xform._products`), whose
+    own derivatives are the op's exact second derivatives. Where xform cannot give them
+    (an op without closed forms, a third derivative), they raise HigherDerivativeError."""
 
     op: Op
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        pass
-
-    @classmethod
-    def backward(cls, ctx, *grads):
-        raise RuntimeError(
-            f"xform.{cls.op.name}: double backward (differentiating a gradient or tangent) "
-            "is not supported; the first derivative is exact"
-        )
+        tensors = [x if isinstance(x, torch.Tensor) else None for x in inputs]
+        ctx.save_for_backward(*tensors)
+        ctx.save_for_forward(*tensors)
+        ctx.set_materialize_grads(False)
+        ctx.flags = inputs[-1]  # a VJP's `needed`
 
 
 # --- autograd.Functions, generated from the op table ---------------------------------------
@@ -290,6 +292,14 @@ def vjp_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
             grads = vjp_function(op, prefix + 1).apply(*front, args[n + r])
             return grads, tuple(0 if need else None for need in args[n + r])
 
+        @staticmethod
+        def backward(ctx, *grads):
+            return _vjp_of_vjp(op, prefix, ctx, grads)
+
+        @staticmethod
+        def jvp(ctx, *tangents):
+            return _tangent_of_vjp(op, prefix, ctx, tangents)
+
     Vjp.__name__ = Vjp.__qualname__ = f"{op.name}_vjp"
     Vjp.op = op
     return _with_cached_signature(Vjp)
@@ -312,9 +322,71 @@ def jvp_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
             out = jvp_function(op, prefix + 1).apply(*front)
             return out, 0 if len(op.results) == 1 else (0,) * len(op.results)
 
+        @staticmethod
+        def backward(ctx, *grads):
+            return _vjp_of_tangent(op, prefix, ctx, grads)
+
+        @staticmethod
+        def jvp(ctx, *tangents):
+            return _tangent_of_tangent(op, prefix, ctx, tangents)
+
     Jvp.__name__ = Jvp.__qualname__ = f"{op.name}_jvp"
     Jvp.op = op
     return _with_cached_signature(Jvp)
+
+
+# --- second derivatives: the first derivatives' own, through the products as ops ------------
+
+
+def _vjp_of_vjp(op: Op, prefix: int, ctx, grads):
+    """Backward of a VJP Function (operands, cotangents, needed -> gradients): the VJP of
+    the op's VJP op at the gradients' cotangents `grads`."""
+    n, r = len(op.operands), len(op.results)
+    product = _products.vjp_op(op)
+    saved, needed = ctx.saved_tensors, ctx.flags
+    # The VJP op's results are the differentiable operands' gradients, in order.
+    cotangents = [grads[k] if needed[k] else None for k in op.scattered("vjp")]
+    wanted = _needed(product, ctx.needs_input_grad[: n + r])
+    if not any(wanted):
+        return (None,) * (n + r + 1)
+    out = vjp_function(product, prefix).apply(*saved[: n + r], *cotangents, wanted)
+    return (*[g if want else None for g, want in zip(out, wanted)], None)
+
+
+def _tangent_of_vjp(op: Op, prefix: int, ctx, tangents):
+    """Forward-mode rule of a VJP Function: the tangent of the op's VJP op."""
+    n, r = len(op.operands), len(op.results)
+    product = _products.vjp_op(op)
+    saved, needed = ctx.saved_tensors, ctx.flags
+    out = jvp_function(product, prefix).apply(*saved[: n + r], *tangents[: n + r])
+    by_operand = dict(zip(op.scattered("vjp"), out if isinstance(out, tuple) else (out,)))
+    return tuple(by_operand[k] if needed[k] else saved[0].new_empty(0) for k in range(n))
+
+
+def _operands_and_tangents(op: Op, saved):
+    """A JVP Function's saved operands and tangents, zeros for the tangents given as None."""
+    n = len(op.operands)
+    tangents = [x.new_zeros(x.shape) if t is None else t for x, t in zip(saved[:n], saved[n:])]
+    return [*saved[:n], *tangents]
+
+
+def _vjp_of_tangent(op: Op, prefix: int, ctx, grads):
+    """Backward of a JVP Function (operands, tangents -> the results' tangents): the VJP
+    of the op's tangent op."""
+    product = _products.tangent_op(op)
+    wanted = _needed(product, ctx.needs_input_grad)
+    if not any(wanted):
+        return (None,) * len(wanted)
+    inputs = _operands_and_tangents(op, ctx.saved_tensors)
+    out = vjp_function(product, prefix).apply(*inputs, *grads, wanted)
+    return tuple(g if want else None for g, want in zip(out, wanted))
+
+
+def _tangent_of_tangent(op: Op, prefix: int, ctx, tangents):
+    """Forward-mode rule of a JVP Function: the tangent of the op's tangent op."""
+    product = _products.tangent_op(op)
+    inputs = _operands_and_tangents(op, ctx.saved_tensors)
+    return jvp_function(product, prefix).apply(*inputs, *tangents)
 
 
 _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
@@ -385,7 +457,12 @@ def op_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
                 raise ValueError(
                     f"{op.name}: preallocated buffers cannot be used under torch.func.vmap"
                 )
-            out = op_function(op, prefix + 1).apply(*_to_front(args[:n], in_dims[:n]))
+            # Results like operands get one element per map element: those operands too.
+            if op.scatters:
+                front = _expanded_to_front(args[:n], in_dims[:n], info.batch_size)
+            else:
+                front = _to_front(args[:n], in_dims[:n])
+            out = op_function(op, prefix + 1).apply(*front)
             return out, 0 if r == 1 else (0,) * r
 
     def _result_buffers(args):

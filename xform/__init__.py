@@ -14,6 +14,7 @@ from ._api import FUNCTIONS as _FUNCTIONS
 from ._api import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
 from ._op import Op, Operand, Result, define_op
+from ._products import HigherDerivativeError
 from ._random import random_quaternion
 from .ops import OPS
 
@@ -45,6 +46,7 @@ __all__ = [
     "Operand",
     "Result",
     "define_op",
+    "HigherDerivativeError",
     "random_quaternion",
     "jvp",
     "vjp",

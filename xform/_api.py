@@ -127,7 +127,7 @@ def apply(op: Op, args: Sequence[Any]):
         from .backends import jax as adapter
     else:
         operands = _launch.prepare(op, args)
-        return _unpack(op, _launch.forward(operands, ALLOCATORS[kind][0]))
+        return _unpack(op, _launch.forward(operands, *ALLOCATORS[kind]))
     return adapter.function(op)(*args)
 
 

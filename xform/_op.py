@@ -13,7 +13,8 @@ Leading-dimension layouts (`batch`) are tuples of group names:
 - any other name (``"B"``, ``"N"``): exactly one dimension, broadcast by size 1 among
   the operands that carry the same name.
 
-A result's layout lists the groups that make up its leading shape, in order.
+A result's layout lists the groups that make up its leading shape, in order. A result
+`like` an operand has that operand's shape instead (see `Result`).
 """
 
 from __future__ import annotations
@@ -70,11 +71,21 @@ class Operand:
 
 @dataclass(frozen=True)
 class Result:
-    """An array result of an op: its element shape and leading-dimension layout."""
+    """An array result of an op: its element shape and leading-dimension layout.
+
+    `like` names an operand: the result then has that operand's shape (leading dims
+    included), and each launch index adds its value into the element of the result that
+    it reads of the operand, so that the result sums over the dimensions along which the
+    operand is broadcast. That is the shape of a VJP's gradients: an op's VJP is an op
+    whose results are `like` its operands (see `_products.py`). Either every result of an
+    op is `like` an operand (each its own, of that operand's element shape) or none is;
+    the results' `batch` then lists every operand group (the launch's).
+    """
 
     element: tuple[int, ...]
     batch: tuple[str, ...] = (VARIADIC,)
     name: str = ""
+    like: str = ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,6 +115,10 @@ class Op:
     # Each framework adapter's function of this op, by framework, made once: a plain
     # attribute, so that torch.compile traces a call through it without re-making it.
     adapters: dict[str, Callable] = field(default_factory=dict, repr=False)
+    # For a product of another op (`_products.py`): that op and the product ("vjp" or
+    # "tangent"). A product's own derivatives are second derivatives of that op; a
+    # product is never differentiated twice.
+    product_of: tuple[Op, str] | None = field(default=None, repr=False)
 
     @property
     def differentiable(self) -> bool:
@@ -126,6 +141,27 @@ class Op:
     def launch_batch(self) -> tuple[str, ...]:
         """The groups a launch covers: the results', then those summed over (innermost)."""
         return self.results[0].batch + self.reduced
+
+    @functools.cached_property
+    def like(self) -> tuple[int | None, ...]:
+        """For each result, the index of the operand it is `like` (None: a plain result)."""
+        names = [o.name for o in self.operands]
+        return tuple(names.index(r.like) if r.like else None for r in self.results)
+
+    @property
+    def scatters(self) -> bool:
+        """Whether the results are `like` operands (added into, where those are broadcast)."""
+        return self.like[0] is not None
+
+    def scattered(self, product: str) -> tuple[int, ...]:
+        """The operands whose shape the arrays that `product`'s kernels add into have: the
+        differentiable operands for a VJP (their gradients), the operands the results are
+        `like` for the forward and the tangent of an op that scatters; else none."""
+        if product == "vjp":
+            return tuple(k for k, o in enumerate(self.operands) if o.differentiable)
+        if self.scatters:
+            return tuple(k for k in self.like if k is not None)
+        return ()
 
     @property
     def differentiable_operands(self) -> tuple[str, ...]:
@@ -305,8 +341,31 @@ def define_op(
     cuRobo's optional preallocated buffers (PyTorch only).
 
     Returns an `xform.Op`, callable on NumPy, Warp, PyTorch and JAX arrays and accepted
-    by `xform.vjp` and `xform.jvp`.
+    by `xform.vjp` and `xform.jvp`. With closed-form `tangent` and `vjp` (written without
+    `wp.grad`), it is differentiable twice in every framework (`_products.py`).
     """
+    return _define_op(
+        name, function, operands, results, tangent, vjp, differentiable, doc,
+        runs=runs, result_buffers=result_buffers, gradient_buffers=gradient_buffers,
+    )  # fmt: skip
+
+
+def _define_op(
+    name: str,
+    function: wp.Function,
+    operands: Mapping[str, tuple[int, ...] | Operand],
+    results: Mapping[str, tuple[int, ...] | Result],
+    tangent: wp.Function | None = None,
+    vjp: wp.Function | None = None,
+    differentiable: Sequence[str] | None = None,
+    doc: str | None = None,
+    *,
+    runs: bool = False,
+    result_buffers: Sequence[str] = (),
+    gradient_buffers: Sequence[str] = (),
+    product_of: tuple[Op, str] | None = None,
+) -> Op:
+    """`define_op`, and for `_products.py` the op it makes a product `product_of`."""
     if not _is_name(name):
         raise ValueError(f"xform.define_op: name {name!r} must be a Python identifier")
     operand_specs = _specs(name, "operands", operands, Operand)
@@ -328,6 +387,7 @@ def define_op(
     if len({*names, *(x.name for x in result_specs)}) != n + r:
         raise _error(name, "operand and result names must be distinct")
     _check_layouts(name, operand_specs, result_specs, runs)
+    _check_like(name, operand_specs, result_specs)
     for o in operand_specs:
         _check_prepare(name, o, o.name in differentiable)
     operand_specs = [
@@ -357,6 +417,7 @@ def define_op(
             result_buffers=tuple(result_buffers),
             gradient_buffers=tuple(gradient_buffers),
             key=key,
+            product_of=product_of,
         )
         for listener in list(_listeners):  # a listener's failure leaves no half-made op
             listener(op)
@@ -395,6 +456,38 @@ def _check_layouts(name: str, operands: list[Operand], results: list[Result], ru
             )
     if reduced and runs:
         raise _error(name, "an op that sums over a group does not loop over runs")
+
+
+def _check_like(name: str, operands: list[Operand], results: list[Result]) -> None:
+    """Results `like` operands: all of them or none, each like its own operand, of that
+    operand's element shape; no prepared operand; no sum over a group."""
+    like = [r for r in results if r.like]
+    if not like:
+        return
+    names = {o.name: o for o in operands}
+    if len(like) != len(results):
+        raise _error(name, "either every result is `like` an operand or none is")
+    for r in results:
+        operand = names.get(r.like)
+        if operand is None:
+            raise _error(name, f"result '{r.name}' is like '{r.like}', which is not an operand")
+        if operand.element != r.element:
+            raise _error(
+                name,
+                f"result '{r.name}' has element shape {r.element} but is like '{r.like}', "
+                f"of element shape {operand.element}",
+            )
+    if len({r.like for r in results}) != len(results):
+        raise _error(name, "two results are like one operand")
+    if any(o.prepare is not None for o in operands):
+        raise _error(name, "an op whose results are like its operands takes no prepared operand")
+    groups = {g for o in operands if not o.single for g in o.batch}
+    if set(results[0].batch) != groups:
+        raise _error(
+            name,
+            f"the results are like operands, so their batch layout {results[0].batch} must "
+            f"list every operand group {sorted(groups)}",
+        )
 
 
 def _check_prepare(name: str, operand: Operand, differentiable: bool) -> None:
