@@ -39,10 +39,12 @@ from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
 from xform import _launch, _products
-from xform._api import family_function, numbers_as_arrays
+from xform._api import numbers_as_arrays
+from xform._functions import family_function
 from xform._layout import result_shapes
 from xform._op import Op
 from xform._random import sample_shape
+from xform._runner import run_product
 from xform.ops import FAMILY_FUNCTIONS, OPS
 
 from . import jax_native
@@ -59,41 +61,10 @@ __all__ = [*OPS, *FAMILY_FUNCTIONS, "random_quaternion"]
 
 
 @functools.cache
-def _product(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
-    """What an FFI call runs: `run(inputs, outputs)`, with the inputs as arrays the core
-    reads (Warp arrays or Buffers over XLA's memory) and each output as (pointer, a
-    function that zero-fills it), which the core's launch writes."""
-    n = len(op.operands)
-
-    def run(inputs, outputs):
-        queue = iter(outputs)
-
-        def allocate(shape, scalar, device):
-            return None, next(queue)[0]
-
-        def allocate_zeros(shape, scalar, device):
-            ptr, zero = next(queue)
-            zero()
-            return None, ptr
-
-        operands = _launch.prepare(op, inputs[:n], prefix)
-        if product == "forward":
-            _launch.forward(operands, allocate, allocate_zeros)
-        elif product == "tangent":
-            # (Every tangent is given: zeros go only to results that are added into.)
-            _launch.jvp(operands, inputs[n : 2 * n], allocate, allocate_zeros)
-        else:
-            cotangents = inputs[n : n + len(op.results)]
-            _launch.vjp(operands, cotangents, allocate_zeros, needed, allocate)
-
-    return run
-
-
-@functools.cache
 def _callback(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
     """The function a `warp.jax_callable` runs: Warp arrays in (views of XLA's buffers,
     inputs then outputs)."""
-    run = _product(op, product, prefix, needed)
+    run = run_product(op, product, prefix, needed)
     count = _result_count(op, product, needed)
 
     def callback(*arrays):
@@ -134,7 +105,7 @@ def _zero_fill(buffer: _launch.Buffer) -> None:
 def _cpu_target(op: Op, product: str, prefix: int, needed: tuple[bool, ...]) -> str:
     """The name of a CPU FFI target that runs one product of `op`, registered once."""
     name = f"xform_cpu_{op.key}_{product}_{prefix}_" + "".join("1" if x else "0" for x in needed)
-    run = _product(op, product, prefix, needed)
+    run = run_product(op, product, prefix, needed)
 
     def callback(frame_pointer):
         frame = frame_pointer.contents

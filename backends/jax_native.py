@@ -48,6 +48,8 @@ import numpy as np
 import warp as wp
 
 from xform import _launch, _program
+from xform._layout import result_shapes
+from xform._runner import run_product
 
 TARGET = "xform_native"
 TARGET_CUDA = "xform_native_cuda"
@@ -211,8 +213,6 @@ def program(
     """The program of one product for these shapes, or None where the launches cannot
     be recorded (then the Python callback runs them). Kept for the process's life: a
     compiled XLA executable holds its address."""
-    from . import jax as adapter
-
     size = np.dtype(dtype).itemsize
     if len(_kept) >= MAX_PROGRAMS:  # each holds its launches' code loaded: the callback
         return None
@@ -234,7 +234,7 @@ def program(
         outputs.append((address, functools.partial(recorder.zero, address, nbytes)))
     try:
         with _launch.recording(recorder):
-            adapter._product(op, product, prefix, needed)(inputs, outputs)
+            run_product(op, product, prefix, needed)(inputs, outputs)
         words = recorder.program()
     except _program.CaptureError:
         return None
@@ -339,18 +339,16 @@ def _fill_zero(x) -> None:
 
 
 def _check_case(library, op, product, shapes, dtype, rng, device="cpu") -> None:
-    from . import jax as adapter
-
     needed = tuple(o.differentiable for o in op.operands) if product == "vjp" else ()
     inputs = [rng.normal(size=s).astype(dtype) for s in shapes]
-    result_shapes = [tuple(s) for s in adapter.result_shapes(op, shapes)]
+    results = [tuple(s) for s in result_shapes(op, shapes)]
     if product == "tangent":
         inputs += [rng.normal(size=s).astype(dtype) for s in shapes]
     if product == "vjp":
-        inputs += [rng.normal(size=s).astype(dtype) for s in result_shapes]
+        inputs += [rng.normal(size=s).astype(dtype) for s in results]
         out_shapes = [tuple(s) for s, need in zip(shapes, needed) if need]
     else:
-        out_shapes = list(result_shapes)
+        out_shapes = list(results)
     out_shapes += [tuple(s) for s in _launch.scratch_shapes(op, product, shapes)]
     shapes_in = tuple(tuple(x.shape) for x in inputs)
     compiled = program(
@@ -373,7 +371,7 @@ def _check_case(library, op, product, shapes, dtype, rng, device="cpu") -> None:
             for x in inputs
         ]
         pairs = [(_address(o), functools.partial(_fill_zero, o)) for o in outputs]
-        adapter._product(op, product, 0, needed)(buffers, pairs)
+        run_product(op, product, 0, needed)(buffers, pairs)
 
     def native(outputs):
         buffers = [*inputs, *outputs]

@@ -38,7 +38,8 @@ import torch.autograd.forward_ad as forward_ad
 import warp as wp
 
 from xform import _launch, _products
-from xform._api import family_function, numbers_as_arrays
+from xform._api import numbers_as_arrays
+from xform._functions import family_function
 from xform._layout import result_shapes
 from xform._op import Op, on_define
 from xform._random import sample_shape

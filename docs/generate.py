@@ -30,6 +30,8 @@ def _derivative(op: xform.Op) -> str:
     if derived:
         parts.append(" and ".join(derived) + " derived from the element function")
     parts += [f"`{o.name}` prepared by `{o.prepare.name}`" for o in op.operands if o.prepare]
+    if closed:
+        parts.append("differentiable twice, exactly")
     operands = ", ".join(f"`{n}`" for n in op.differentiable_operands)
     return f"with respect to {operands}; " + "; ".join(parts)
 

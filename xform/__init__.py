@@ -10,8 +10,8 @@ PyTorch tensors and JAX arrays go through the adapters in `xform.backends.torch`
 Warp functions, with the same reach. Importing `xform` imports neither framework.
 """
 
-from ._api import FUNCTIONS as _FUNCTIONS
-from ._api import jvp, vjp
+from ._functions import FUNCTIONS as _FUNCTIONS
+from ._functions import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
 from ._op import Op, Operand, Result, define_op
 from ._products import HigherDerivativeError

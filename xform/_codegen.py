@@ -39,12 +39,14 @@ from __future__ import annotations
 import functools
 import linecache
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
 from . import _indexing
-from ._op import Op
+
+if TYPE_CHECKING:
+    from ._op import Op
 
 
 @functools.cache
