@@ -93,9 +93,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_circle():
     graph = import_graph()
     found = circles(graph)
-    detail = "; ".join(
-        " ".join(f"{m} -> {sorted(graph[m] & set(c))}" for m in c) for c in found
-    )
+    detail = "; ".join(" ".join(f"{m} -> {sorted(graph[m] & set(c))}" for m in c) for c in found)
     assert not found, f"import circles: {detail}"
 
 
