@@ -136,6 +136,12 @@ def as_buffer(op: Op, name: str, x: Any) -> Buffer:
 
         return Buffer(0, x.shape, x.dtype.name, "cpu", x, copy)
     if isinstance(x, wp.array):
+        if wp.types.type_is_quaternion(x.dtype):
+            raise TypeError(
+                f"{op.name}: argument '{name}' is a Warp array of {x.dtype.__name__}, which "
+                "Warp stores as [x, y, z, w]; xform's quaternions are [w, x, y, z]. Pass an "
+                "array of vec4 (or of floats with a last axis of 4) in xform's order"
+            )
         return _warp_buffer(x)
     if hasattr(x, "__dlpack__"):
         try:

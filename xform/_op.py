@@ -150,6 +150,20 @@ class Op:
         return f"xform.Op({self.name}: {operands})"
 
 
+class _OpDoc:
+    """`Op.__doc__`: the class's docstring on the class, and on an op its own (its formula,
+    arguments and results), which `help(op)` shows."""
+
+    def __get__(self, op: Op | None, cls: type) -> str:
+        if op is None:
+            return cls.class_doc
+        return op.docstring("none (not differentiable)")
+
+
+Op.class_doc = Op.__doc__
+Op.__doc__ = _OpDoc()  # type: ignore[assignment]
+
+
 @dataclass(frozen=True, eq=False)
 class OpFamily:
     """A function over ops: it chooses among them by static arguments (a convention
@@ -348,7 +362,26 @@ def _define_op(
     bad = [b for b in (*result_buffers, *gradient_buffers) if not _is_name(b)]
     if bad:
         raise _error(name, f"buffer names {bad} are not Python identifiers")
+    definition = (
+        name,
+        _fingerprint(function),
+        _fingerprint(tangent),
+        _fingerprint(vjp),
+        tuple(_spec_fingerprint(o) for o in operand_specs),
+        tuple(_spec_fingerprint(x) for x in result_specs),
+        doc,
+        runs,
+        tuple(result_buffers),
+        tuple(gradient_buffers),
+        product_of,
+    )
     with _lock:
+        # The same definition again (a notebook cell run twice) is the same op: no new
+        # kernels, modules or custom ops. A different one under a taken name is a new op,
+        # and both stay usable.
+        same = _definitions.get(definition)
+        if same is not None:
+            return same
         taken = {op.key for op in DEFINED}
         key = name
         while key in taken:
@@ -370,7 +403,48 @@ def _define_op(
         for listener in list(_listeners):  # a listener's failure leaves no half-made op
             listener(op)
         DEFINED.append(op)
+        _definitions[definition] = op
     return op
+
+
+_definitions: dict[tuple, Op] = {}
+
+
+def _fingerprint(function: wp.Function | None, seen: frozenset = frozenset()) -> tuple:
+    """What a Warp function computes, as far as its source tells: its key and source, and
+    those of the Warp functions and the constants it names (a helper edited and run again
+    changes the fingerprint of the functions that call it). Two functions made from the
+    same source (a cell run twice) have one fingerprint."""
+    if function is None:
+        return ()
+    python = getattr(function, "func", None)
+    if python is None or function.key in seen:
+        return (function.key, id(function))
+    try:
+        source = inspect.getsource(python)
+    except (OSError, TypeError):  # no source to compare: only itself is itself
+        return (function.key, id(function))
+    seen = seen | {function.key}
+    named = []
+    for name in python.__code__.co_names:
+        value = python.__globals__.get(name)
+        if isinstance(value, wp.Function):
+            named.append((name, _fingerprint(value, seen)))
+        elif isinstance(value, (bool, int, float, str)):
+            named.append((name, repr(value)))
+        elif value is not None and not inspect.ismodule(value) and not callable(value):
+            named.append((name, id(value)))
+    return (function.key, source, tuple(named))
+
+
+def _spec_fingerprint(spec: Operand | Result) -> tuple:
+    fields = (
+        dataclasses.astuple(dataclasses.replace(spec, prepare=None))
+        if isinstance(spec, Operand)
+        else dataclasses.astuple(spec)
+    )
+    prepare = getattr(spec, "prepare", None)
+    return (type(spec).__name__, fields, None if prepare is None else id(prepare))
 
 
 def _is_name(name) -> bool:

@@ -10,6 +10,8 @@ from .quaternion import (
     quat_conjugate,
     quat_matrix_vjp,
     quat_multiply,
+    quat_normalize,
+    quat_normalize_tangent,
     quat_to_matrix,
     quat_to_matrix_tangent,
     vector_part,
@@ -299,6 +301,29 @@ def rate_to_angular_velocity_tangent(q: Any, dq: Any, d_q: Any, d_dq: Any):
     return rate_to_angular_velocity(d_q, dq) + rate_to_angular_velocity(q, d_dq)
 
 
+@wp.func
+def rate_to_axis_angle_rate(quaternion_rate: Any, current_quaternion: Any):
+    """cuRobo's 0.5 vec(q* dq) for q the current quaternion normalised: the transpose of
+    the Jacobian of q exp(delta) in delta at 0, which maps a quaternion's gradient to the
+    rotation vector's."""
+    q = quat_normalize(current_quaternion)
+    half = type(q[0])(0.5)
+    return half * vector_part(quat_multiply(quat_conjugate(q), quaternion_rate))
+
+
+@wp.func
+def rate_to_axis_angle_rate_tangent(
+    quaternion_rate: Any, current_quaternion: Any, d_rate: Any, d_current: Any
+):
+    q = quat_normalize(current_quaternion)
+    dq = quat_normalize_tangent(current_quaternion, d_current)
+    half = type(q[0])(0.5)
+    conjugate = quat_conjugate(q)
+    return half * vector_part(
+        quat_multiply(quat_conjugate(dq), quaternion_rate) + quat_multiply(conjugate, d_rate)
+    )
+
+
 ROTATION_6D_TO_MATRIX = define_op(
     "rotation_6d_to_matrix",
     rotation_6d_to_matrix,
@@ -331,10 +356,20 @@ MATRIX_TO_POSE = define_op(
 )
 QUATERNION_RATE_TO_AXIS_ANGLE_RATE = define_op(
     "quaternion_rate_to_axis_angle_rate",
+    rate_to_axis_angle_rate,
+    operands={"quaternion_rate": (4,), "current_quaternion": (4,)},
+    results={"out_axis_angle_rate": (3,)},
+    tangent=rate_to_axis_angle_rate_tangent,
+    doc="cuRobo's name, argument order and values: 0.5 vec(q* dq) for q the current "
+    "quaternion normalised, the transpose of the Jacobian of q exp(delta) in the rotation "
+    "vector delta at 0, which maps a quaternion's gradient dq to the rotation vector's. "
+    "(The angular velocity of q moving at dq is quaternion_rate_to_angular_velocity.)",
+)
+QUATERNION_RATE_TO_ANGULAR_VELOCITY = define_op(
+    "quaternion_rate_to_angular_velocity",
     rate_to_angular_velocity,
     operands={"quaternion": (4,), "quaternion_rate": (4,)},
-    results={"out_axis_angle_rate": (3,)},
+    results={"out_angular_velocity": (3,)},
     tangent=rate_to_angular_velocity_tangent,
-    doc="cuRobo's 2 vec(q* dq): for a unit quaternion q moving at dq, the angular velocity "
-    "in q's frame.",
+    doc="2 vec(q* dq): for a unit quaternion q moving at dq, the angular velocity in q's frame.",
 )
