@@ -146,10 +146,18 @@ def _result_count(op: Op, product: str, needed) -> int:
 
 @functools.cache
 def ffi_callable(run, name: str, signature: tuple, num_outputs: int, vmap_method=None):
+    """`make_ffi_callable`, made once per op product (a bounded set: `run` is one of
+    `_callback`'s, one per op, product and mapped prefix)."""
+    return make_ffi_callable(run, name, signature, num_outputs, vmap_method)
+
+
+def make_ffi_callable(run, name: str, signature: tuple, num_outputs: int, vmap_method=None):
     """A `warp.jax_callable` running `run(*warp_arrays)` inside an XLA FFI call, for one
     signature: a (Warp scalar type, rank) pair per input, then per output. `run` gets
     views of XLA's buffers (inputs, then outputs to fill) on XLA's stream. `vmap_method`
-    is JAX's, for callers without a batching rule of their own."""
+    is JAX's, for callers without a batching rule of their own. Each registers an FFI
+    target with XLA, for the process's life: callers keyed on user functions bound
+    their caches."""
     names = [f"arg{i}" for i in range(len(signature))]
 
     def call(*arrays):

@@ -50,7 +50,44 @@ PARALLEL_MIN_ELEMENTS = 1 << 15
 # thread's when a VJP sums a shared gradient (see `_run_shape`).
 CPU_RUN = 256
 GPU_RUN = 16
-THREADS = max(1, os.cpu_count() or 1)
+
+
+def available_cpus(cgroup: str = "/sys/fs/cgroup") -> int:
+    """The CPUs this process may run on: its affinity mask, and a cgroup's CPU quota
+    (a container's limit) where one is set; os.cpu_count() counts the machine's."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        count = os.cpu_count() or 1
+    quota = _cgroup_cpus(cgroup)
+    return max(1, count if quota is None else min(count, quota))
+
+
+def _cgroup_cpus(root: str) -> int | None:
+    """The CPUs a cgroup's quota allows, rounded up (v2's cpu.max, v1's cfs files); None
+    where there is no quota or no cgroup file to read."""
+
+    def read(name: str) -> str | None:
+        try:
+            with open(os.path.join(root, name)) as file:
+                return file.read().strip()
+        except OSError:
+            return None
+
+    v2 = read("cpu.max")
+    fields = (
+        v2.split()
+        if v2 is not None
+        else [read("cpu/cpu.cfs_quota_us"), read("cpu/cpu.cfs_period_us")]
+    )
+    try:
+        quota, period = int(fields[0]), int(fields[1])
+    except (TypeError, ValueError, IndexError):  # "max": no limit
+        return None
+    return -(-quota // period) if quota > 0 and period > 0 else None
+
+
+THREADS = available_cpus()
 
 
 @dataclass(frozen=True)
