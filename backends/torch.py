@@ -418,6 +418,7 @@ def op_function(op: Op, prefix: int = 0) -> type[torch.autograd.Function]:
     class Function(torch.autograd.Function):
         @staticmethod
         def forward(*args):
+            _refuse_tracing(op)
             operands = args[:n]
             if any(b is not None for b in args[n:]):  # only at prefix 0 (vmap refuses them)
                 _check_buffers(op, operands, args[n:])  # before any launch
@@ -590,6 +591,7 @@ def _make_functional(op: Op):
     n_buffers = len(result_names) + len(grad_names)
 
     def functional(*args, **kwargs):
+        _refuse_tracing(op)
         if kwargs or len(args) != n:  # the common positional call skips binding
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
@@ -617,6 +619,19 @@ def _make_functional(op: Op):
         else "",
     )
     return functional
+
+
+def _refuse_tracing(op: Op) -> None:
+    """TorchScript is not supported (PyTorch has deprecated it): `torch.jit.script` fails
+    on the functions' variable arguments, and `torch.jit.trace` would record the empty
+    results but not the kernel that fills them, a module that returns uninitialised memory.
+    So tracing raises, pointing to `torch.export.export` and `torch.compile`."""
+    if torch.jit.is_tracing():
+        raise RuntimeError(
+            f"xform.backends.torch.{op.name}: TorchScript (torch.jit.trace, torch.jit.script) "
+            "is not supported, as PyTorch has deprecated it; export with "
+            "torch.export.export, or compile with torch.compile"
+        )
 
 
 def _untracked(tensors) -> bool:
