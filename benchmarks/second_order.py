@@ -1,6 +1,6 @@
 """Hessian-vector products, forward over reverse, at 1M points or poses.
 
-    python -m benchmarks.second_order [--size 1048576] [--out DIR]
+    python -m benchmarks.second_order [--size 1048576] [--budget SECONDS] [--out DIR]
 
 For `transform_points` (one pose, 1M points), `pose_multiply` (1M pose pairs) and
 `se3_log` (1M poses), float32, CPU: the product `H v` of the loss `0.5 |f(x)|^2` over
@@ -98,7 +98,7 @@ def byte_floors(arrays, results) -> tuple[int, int]:
     return arguments + sum(r.nbytes for r in results), 3 * arguments
 
 
-def measure(size: int) -> list[dict]:
+def measure(size: int, budget: float = 1.0) -> list[dict]:
     import xform.backends.jax as xj
     import xform.backends.torch as xt
 
@@ -114,13 +114,13 @@ def measure(size: int) -> list[dict]:
             ("torch", xt, torch_hvp, torch_forward),
         ):
             xform_fn = getattr(module, op)
-            t_hvp = median_time(hvp(xform_fn, arrays, directions), budget=1.0)
-            t_forward = median_time(forward(xform_fn, arrays), budget=1.0)
+            t_hvp = median_time(hvp(xform_fn, arrays, directions), budget=budget)
+            t_forward = median_time(forward(xform_fn, arrays), budget=budget)
             name, peer_fn = _peer(framework, op)
             t_peer = math.nan
             if peer_fn is not None:
                 try:
-                    t_peer = median_time(hvp(peer_fn, arrays, directions), budget=1.0)
+                    t_peer = median_time(hvp(peer_fn, arrays, directions), budget=budget)
                 except Exception as exc:  # a peer without forward mode (PyPose's Functions)
                     name = f"{name} (fails: {type(exc).__name__})"
             rows.append(
@@ -157,9 +157,10 @@ def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=1 << 20)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
+    parser.add_argument("--budget", type=float, default=1.0, help="seconds per timing")
     options = parser.parse_args(argv)
     print(" | ".join(COLUMNS))
-    rows = measure(options.size)
+    rows = measure(options.size, options.budget)
     options.out.mkdir(parents=True, exist_ok=True)
     record = {"machine": f"{platform.processor() or platform.machine()}", "rows": rows}
     (options.out / "results_second_order.json").write_text(json.dumps(record, indent=1))

@@ -33,3 +33,18 @@ def test_benchmark_runs_at_the_smallest_size(device, tmp_path, monkeypatch):
     } <= measured
     assert all(r["seconds"] > 0 and r["bytes"] > 0 for r in saved["records"])
     assert (tmp_path / "results.png").stat().st_size > 0
+
+
+def test_second_order_benchmark_runs_at_a_small_size(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    from benchmarks import second_order
+
+    rows = second_order.main(["--size", "16", "--budget", "0", "--out", str(tmp_path)])
+    assert {(r["op"], r["framework"]) for r in rows} == {
+        (op, framework) for op in second_order.OPS for framework in ("jax", "torch")
+    }
+    assert all(r["xform hvp ms"] > 0 and r["byte floor hvp / forward"] > 1 for r in rows)
+    saved = json.loads((tmp_path / "results_second_order.json").read_text())
+    assert len(saved["rows"]) == len(rows)

@@ -411,22 +411,19 @@ _definitions: dict[tuple, Op] = {}
 
 
 def _fingerprint(function: wp.Function | None, seen: frozenset = frozenset()) -> tuple:
-    """What a Warp function computes, as far as its source tells: its key and source, and
-    those of the Warp functions and the constants it names (a helper edited and run again
-    changes the fingerprint of the functions that call it). Two functions made from the
-    same source (a cell run twice) have one fingerprint."""
+    """What a Warp function computes: its key and compiled code (bytecode and constants,
+    not line numbers or comments), and the fingerprints of the Warp functions and the
+    values it names (a helper edited and run again changes the fingerprint of the
+    functions that call it). Two functions made from the same source (a cell run twice)
+    have one fingerprint. Cheap: no source is read."""
     if function is None:
         return ()
     python = getattr(function, "func", None)
     if python is None or function.key in seen:
-        return (function.key, id(function))
-    try:
-        source = inspect.getsource(python)
-    except (OSError, TypeError):  # no source to compare: only itself is itself
-        return (function.key, id(function))
+        return (function.key, id(function) if python is None else "recursive")
     seen = seen | {function.key}
     named = []
-    for name in python.__code__.co_names:
+    for name in _names(python.__code__):
         value = python.__globals__.get(name)
         if isinstance(value, wp.Function):
             named.append((name, _fingerprint(value, seen)))
@@ -434,7 +431,22 @@ def _fingerprint(function: wp.Function | None, seen: frozenset = frozenset()) ->
             named.append((name, repr(value)))
         elif value is not None and not inspect.ismodule(value) and not callable(value):
             named.append((name, id(value)))
-    return (function.key, source, tuple(named))
+    return (function.key, _code(python.__code__), tuple(named))
+
+
+def _code(code) -> tuple:
+    """A code object's instructions and constants (nested code objects in turn)."""
+    constants = tuple(_code(c) if inspect.iscode(c) else repr(c) for c in code.co_consts)
+    return (code.co_code, constants, code.co_names, code.co_varnames)
+
+
+def _names(code) -> set[str]:
+    """The global names a function's code (nested code included) reads."""
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if inspect.iscode(c):
+            names |= _names(c)
+    return names
 
 
 def _spec_fingerprint(spec: Operand | Result) -> tuple:
