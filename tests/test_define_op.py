@@ -235,6 +235,18 @@ def test_defining_the_same_op_again_returns_it(rng):
     x = rng.normal(size=(2, 3))
     np.testing.assert_array_equal(first(x), 2 * x)
     np.testing.assert_array_equal(other(x), 3 * x)
+    # A function made by a factory: the same code, different captured constants.
+    five, seven, five_again = _captured(5.0), _captured(7.0), _captured(5.0)
+    assert five is five_again and five is not seven
+    np.testing.assert_array_equal(seven(x), 7 * x)
+
+
+def _captured(factor: float):
+    @wp.func
+    def captured_scale(x: Any):
+        return type(x[0])(factor) * x
+
+    return xform.define_op("captured_op", captured_scale, {"x": (3,)}, {"y": (3,)})
 
 
 # --- errors --------------------------------------------------------------------------------

@@ -422,16 +422,25 @@ def _fingerprint(function: wp.Function | None, seen: frozenset = frozenset()) ->
     if python is None or function.key in seen:
         return (function.key, id(function) if python is None else "recursive")
     seen = seen | {function.key}
-    named = []
-    for name in _names(python.__code__):
-        value = python.__globals__.get(name)
+
+    def value_print(value):
         if isinstance(value, wp.Function):
-            named.append((name, _fingerprint(value, seen)))
-        elif isinstance(value, (bool, int, float, str)):
-            named.append((name, repr(value)))
-        elif value is not None and not inspect.ismodule(value) and not callable(value):
-            named.append((name, id(value)))
-    return (function.key, _code(python.__code__), tuple(named))
+            return _fingerprint(value, seen)
+        if isinstance(value, (bool, int, float, str)):
+            return repr(value)
+        return id(value)
+
+    named = [
+        (name, value_print(value))
+        for name in sorted(_names(python.__code__))
+        if (value := python.__globals__.get(name)) is not None
+        and not inspect.ismodule(value)
+        and (isinstance(value, wp.Function) or not callable(value))
+    ]
+    # What a function made in a loop or a factory captures (a robot's constants, say).
+    captured = tuple(value_print(cell.cell_contents) for cell in python.__closure__ or ())
+    defaults = tuple(value_print(v) for v in python.__defaults__ or ())
+    return (function.key, _code(python.__code__), tuple(named), captured, defaults)
 
 
 def _code(code) -> tuple:
