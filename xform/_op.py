@@ -280,7 +280,7 @@ def define_op(
     element shapes: `()` a scalar, `(n,)` a `wp.vector`, `(n, m)` a `wp.matrix`; leading
     dimensions of all operands broadcast by NumPy rules, and results take the broadcast
     shape. An `Operand` or `Result` in place of a shape sets more (batch layouts, cuRobo's
-    single pose, a prepared operand).
+    single pose, a prepared operand, results shaped like the operands as a VJP's are).
 
     Sums: results whose batch layout leaves out a named group of the operands' (operands
     `("...", "N")`, results `("...",)`) are sums of `function`'s values over that group,
