@@ -29,7 +29,7 @@ import warp as wp
 
 from xform._interop import to_jax, to_torch
 
-from .jax import call_ffi, ffi_callable
+from .jax import call_ffi, make_ffi_callable
 
 __all__ = ["jax_to_torch", "torch_to_jax"]
 
@@ -315,7 +315,9 @@ def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
     return torch.empty((), dtype=dtype).numpy().dtype
 
 
-@functools.cache
+# Per user function and signature: bounded, as each entry holds the function (and what it
+# captures) and two FFI targets.
+@functools.lru_cache(maxsize=256)
 def _differentiable_call(fn, treedef, in_specs, out_specs):
     """A `jax.custom_vjp` running `fn` forward, and its PyTorch VJP backward, via FFI."""
     in_shapes = [s for s, _ in in_specs]
@@ -325,7 +327,7 @@ def _differentiable_call(fn, treedef, in_specs, out_specs):
     def signature(specs):
         return tuple((_warp_scalar(dtype), len(_ffi_shape(shape))) for shape, dtype in specs)
 
-    forward = ffi_callable(
+    forward = make_ffi_callable(
         _torch_runner(fn, treedef, in_shapes, out_shapes, backward=False),
         name,
         signature(in_specs) + signature(out_specs),
@@ -335,7 +337,7 @@ def _differentiable_call(fn, treedef, in_specs, out_specs):
     grad_specs = tuple(
         (s, d if np.issubdtype(d, np.floating) else np.dtype(np.float32)) for s, d in in_specs
     )
-    backward = ffi_callable(
+    backward = make_ffi_callable(
         _torch_runner(fn, treedef, in_shapes, out_shapes, backward=True),
         name + "_vjp",
         signature(in_specs) + signature(out_specs) + signature(grad_specs),

@@ -14,7 +14,10 @@ CUDA it is `warp.jax_callable`, which also finds XLA's stream.
 So forward mode (`jax.jvp`, `jax.jacfwd`) and reverse mode (`jax.grad`, `jax.jacrev`)
 both come from the same kernels. Every primitive has a batching rule that moves the
 mapped axis to the front and calls the kernel with one more "mapped prefix" dimension:
-`jax.vmap` is one launch, never a loop. Second derivatives are not supported and raise.
+`jax.vmap` is one launch, never a loop. Second derivatives: the JVP rules of the tangent
+and VJP primitives are the tangents of the op's products made ops of their own
+(`xform._products`), whose primitives have the same rules; where an op has no closed-form
+derivatives, and for third derivatives, they raise `xform.HigherDerivativeError`.
 
 `cuda_matrix_to_quaternion` stops gradients: its derivative is zero, as
 `jax.lax.stop_gradient` makes it. Shapes and dtypes are checked at trace time with the
@@ -35,11 +38,13 @@ import warp as wp
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from xform import _launch
-from xform._api import ArrayArguments, family_function, numbers_as_arrays
+from xform import _launch, _products
+from xform._api import ArrayArguments, numbers_as_arrays
+from xform._functions import family_function
 from xform._layout import result_shapes
 from xform._op import Op
 from xform._random import sample_shape
+from xform._runner import run_product
 from xform.ops import FAMILY_FUNCTIONS, OPS
 
 from . import jax_native
@@ -56,45 +61,10 @@ __all__ = [*OPS, *FAMILY_FUNCTIONS, "random_quaternion"]
 
 
 @functools.cache
-def _product(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
-    """What an FFI call runs: `run(inputs, outputs)`, with the inputs as arrays the core
-    reads (Warp arrays or Buffers over XLA's memory) and each output as (pointer, a
-    function that zero-fills it), which the core's launch writes."""
-    n = len(op.operands)
-
-    def run(inputs, outputs):
-        queue = iter(outputs)
-
-        def allocate(shape, scalar, device):
-            return None, next(queue)[0]
-
-        def allocate_zeros(shape, scalar, device):
-            ptr, zero = next(queue)
-            zero()
-            return None, ptr
-
-        def scratch_zeros(shape, scalar, device):
-            # Warp has no 0-d arrays: a scalar's zero is one element (the core keeps `shape`).
-            array = wp.zeros(shape or (1,), dtype=scalar, device=device)
-            return array, array.ptr
-
-        operands = _launch.prepare(op, inputs[:n], prefix)
-        if product == "forward":
-            _launch.forward(operands, allocate)
-        elif product == "tangent":
-            _launch.jvp(operands, inputs[n : 2 * n], allocate, scratch_zeros)
-        else:
-            cotangents = inputs[n : n + len(op.results)]
-            _launch.vjp(operands, cotangents, allocate_zeros, needed, allocate)
-
-    return run
-
-
-@functools.cache
 def _callback(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
     """The function a `warp.jax_callable` runs: Warp arrays in (views of XLA's buffers,
     inputs then outputs)."""
-    run = _product(op, product, prefix, needed)
+    run = run_product(op, product, prefix, needed)
     count = _result_count(op, product, needed)
 
     def callback(*arrays):
@@ -135,7 +105,7 @@ def _zero_fill(buffer: _launch.Buffer) -> None:
 def _cpu_target(op: Op, product: str, prefix: int, needed: tuple[bool, ...]) -> str:
     """The name of a CPU FFI target that runs one product of `op`, registered once."""
     name = f"xform_cpu_{op.key}_{product}_{prefix}_" + "".join("1" if x else "0" for x in needed)
-    run = _product(op, product, prefix, needed)
+    run = run_product(op, product, prefix, needed)
 
     def callback(frame_pointer):
         frame = frame_pointer.contents
@@ -176,10 +146,18 @@ def _result_count(op: Op, product: str, needed) -> int:
 
 @functools.cache
 def ffi_callable(run, name: str, signature: tuple, num_outputs: int, vmap_method=None):
+    """`make_ffi_callable`, made once per op product (a bounded set: `run` is one of
+    `_callback`'s, one per op, product and mapped prefix)."""
+    return make_ffi_callable(run, name, signature, num_outputs, vmap_method)
+
+
+def make_ffi_callable(run, name: str, signature: tuple, num_outputs: int, vmap_method=None):
     """A `warp.jax_callable` running `run(*warp_arrays)` inside an XLA FFI call, for one
     signature: a (Warp scalar type, rank) pair per input, then per output. `run` gets
     views of XLA's buffers (inputs, then outputs to fill) on XLA's stream. `vmap_method`
-    is JAX's, for callers without a batching rule of their own."""
+    is JAX's, for callers without a batching rule of their own. Each registers an FFI
+    target with XLA, for the process's life: callers keyed on user functions bound
+    their caches."""
     names = [f"arg{i}" for i in range(len(signature))]
 
     def call(*arrays):
@@ -301,12 +279,34 @@ def _map_size(args, dims):
     return next(x.shape[d] for x, d in zip(args, dims) if d is not None)
 
 
-def _no_second_derivative(op: Op):
-    def rule(*args, **kwargs):
-        raise NotImplementedError(
-            f"xform.{op.name}: second derivatives (differentiating a gradient or tangent) "
-            "are not supported; the first derivative is exact"
-        )
+def _jvp_of_tangent(op: Op, tangent: Primitive):
+    """The JVP rule of an op's tangent primitive: the tangent of its tangent op
+    (`xform._products`), which raises where xform cannot give it exactly."""
+
+    def rule(primals, tangents, *, prefix):
+        product = _products.tangent_op(op)
+        outs = tangent.bind(*primals, prefix=prefix)
+        tangents = [ad.instantiate_zeros(t) for t in tangents]
+        return outs, primitives(product)[1].bind(*primals, *tangents, prefix=prefix)
+
+    return rule
+
+
+def _jvp_of_vjp(op: Op, vjp: Primitive):
+    """The JVP rule of an op's VJP primitive: the tangent of its VJP op, whose results are
+    the differentiable operands' gradients (the primitive gives the `needed` ones)."""
+
+    def rule(primals, tangents, *, prefix, needed):
+        product = _products.vjp_op(op)
+        outs = vjp.bind(*primals, prefix=prefix, needed=needed)
+        tangents = [ad.instantiate_zeros(t) for t in tangents]
+        out = primitives(product)[1].bind(*primals, *tangents, prefix=prefix)
+        by_operand = dict(zip(op.scattered("vjp"), out))
+        return outs, [
+            by_operand[k] if k in by_operand else jnp.zeros_like(primals[k])
+            for k, need in enumerate(needed)
+            if need
+        ]
 
     return rule
 
@@ -354,7 +354,8 @@ def primitives(op: Op):
         return _avals(_check(op, operands, prefix), operands[0].dtype, operands)
 
     def forward_batch(args, dims, *, prefix):
-        front = _front(args, dims, _map_size(args, dims), broadcast=False)
+        # Results like operands get one element per map element: those operands too.
+        front = _front(args, dims, _map_size(args, dims), broadcast=op.scatters)
         return forward.bind(*front, prefix=prefix + 1), [0] * r
 
     forward.def_abstract_eval(forward_abstract)
@@ -401,7 +402,7 @@ def primitives(op: Op):
     _implement(tangent, tangent_impl)
     batching.primitive_batchers[tangent] = tangent_batch
     ad.primitive_transposes[tangent] = tangent_transpose
-    ad.primitive_jvps[tangent] = _no_second_derivative(op)
+    ad.primitive_jvps[tangent] = _jvp_of_tangent(op, tangent)
 
     def vjp_shapes(operands, prefix, needed):
         _check(op, operands, prefix)
@@ -423,7 +424,7 @@ def primitives(op: Op):
     vjp.def_abstract_eval(vjp_abstract)
     _implement(vjp, vjp_impl)
     batching.primitive_batchers[vjp] = vjp_batch
-    ad.primitive_jvps[vjp] = _no_second_derivative(op)
+    ad.primitive_jvps[vjp] = _jvp_of_vjp(op, vjp)
 
     ad.primitive_jvps[forward] = forward_jvp
     return forward, tangent, vjp

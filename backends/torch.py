@@ -22,9 +22,11 @@ How each PyTorch transform reaches the core's kernels:
   every rule applies exactly as in eager mode and the compiled graph holds the custom ops.
   Both paths run the same kernels.
 
-Second derivatives are not supported: differentiating a gradient or a tangent again
-(double backward, `hessian`, `jacfwd` of `jacrev`) raises a RuntimeError naming the op,
-eager or compiled (never a silently wrong second derivative).
+Second derivatives (double backward, `gradgradcheck`, `torch.func.hessian`,
+`jacfwd(jacrev(f))`), eager or compiled: the VJP and JVP Functions are differentiable
+again, through the op's products made ops of their own (`xform._products`); where an op
+has no closed-form derivatives, and for third derivatives, they raise
+`xform.HigherDerivativeError` (never a silently wrong second derivative).
 
 Tensors are read and written in place through DLPack; only non-contiguous inputs are
 copied. On CUDA every launch goes to `torch.cuda.current_stream()`, with no host
@@ -46,8 +48,9 @@ import torch
 import torch.autograd.forward_ad as forward_ad
 import warp as wp
 
-from xform import _launch
-from xform._api import ArrayArguments, family_function, numbers_as_arrays
+from xform import _launch, _products
+from xform._api import ArrayArguments, numbers_as_arrays
+from xform._functions import family_function
 from xform._layout import result_shapes
 from xform._op import Op, on_define
 from xform._random import sample_shape
@@ -211,7 +214,7 @@ def _forward(op: Op, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor
         _prepare(op, operands, prefix)
         return _fake_results(op, _detached(operands), prefix)
     with _on_current_stream(_device_of(operands)):
-        return _launch.forward(_prepare(op, operands, prefix), _into(buffers, _empty))
+        return _launch.forward(_prepare(op, operands, prefix), _into(buffers, _empty), _zeros)
 
 
 def _vjp(op: Op, operands, cotangents, needed, prefix: int = 0):
@@ -275,21 +278,20 @@ def _expanded_to_front(args, in_dims, size: int):
 
 class _Derivative(torch.autograd.Function):
     """A first derivative (VJP or JVP) as a Function, so that vmap can fold it into one
-    launch. It is not differentiable again: differentiating it raises, never silently
-    giving a wrong second derivative."""
+    launch, and so that it can be differentiated again: its backward and forward-mode
+    rule are those of the op's product made an op of its own (`xform._products`), whose
+    own derivatives are the op's exact second derivatives. Where xform cannot give them
+    (an op without closed forms, a third derivative), they raise HigherDerivativeError."""
 
     op: Op
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        pass
-
-    @classmethod
-    def backward(cls, ctx, *grads):
-        raise RuntimeError(
-            f"xform.{cls.op.name}: double backward (differentiating a gradient or tangent) "
-            "is not supported; the first derivative is exact"
-        )
+        tensors = [x if isinstance(x, torch.Tensor) else None for x in inputs]
+        ctx.save_for_backward(*tensors)
+        ctx.save_for_forward(*tensors)
+        ctx.set_materialize_grads(False)
+        ctx.flags = inputs[-1]  # a VJP's `needed`
 
     @classmethod
     def jvp(cls, ctx, *tangents):
@@ -325,6 +327,14 @@ def vjp_function(
             grads = vjp_function(op, prefix + 1, products).apply(*front, args[n + r])
             return grads, tuple(0 if need else None for need in args[n + r])
 
+        @staticmethod
+        def backward(ctx, *grads):
+            return _vjp_of_vjp(op, prefix, products, ctx, grads)
+
+        @staticmethod
+        def jvp(ctx, *tangents):
+            return _tangent_of_vjp(op, prefix, products, ctx, tangents)
+
     Vjp.__name__ = Vjp.__qualname__ = f"{op.name}_vjp"
     Vjp.op = op
     return _with_cached_signature(Vjp)
@@ -349,9 +359,71 @@ def jvp_function(
             out = jvp_function(op, prefix + 1, products).apply(*front)
             return out, 0 if len(op.results) == 1 else (0,) * len(op.results)
 
+        @staticmethod
+        def backward(ctx, *grads):
+            return _vjp_of_tangent(op, prefix, products, ctx, grads)
+
+        @staticmethod
+        def jvp(ctx, *tangents):
+            return _tangent_of_tangent(op, prefix, products, ctx, tangents)
+
     Jvp.__name__ = Jvp.__qualname__ = f"{op.name}_jvp"
     Jvp.op = op
     return _with_cached_signature(Jvp)
+
+
+# --- second derivatives: the first derivatives' own, through the products as ops ------------
+
+
+def _vjp_of_vjp(op: Op, prefix: int, products: Products, ctx, grads):
+    """Backward of a VJP Function (operands, cotangents, needed -> gradients): the VJP of
+    the op's VJP op at the gradients' cotangents `grads`."""
+    n, r = len(op.operands), len(op.results)
+    product = _products.vjp_op(op)
+    saved, needed = ctx.saved_tensors, ctx.flags
+    # The VJP op's results are the differentiable operands' gradients, in order.
+    cotangents = [grads[k] if needed[k] else None for k in op.scattered("vjp")]
+    wanted = _needed(product, ctx.needs_input_grad[: n + r])
+    if not any(wanted):
+        return (None,) * (n + r + 1)
+    out = vjp_function(product, prefix, products).apply(*saved[: n + r], *cotangents, wanted)
+    return (*[g if want else None for g, want in zip(out, wanted)], None)
+
+
+def _tangent_of_vjp(op: Op, prefix: int, products: Products, ctx, tangents):
+    """Forward-mode rule of a VJP Function: the tangent of the op's VJP op."""
+    n, r = len(op.operands), len(op.results)
+    product = _products.vjp_op(op)
+    saved, needed = ctx.saved_tensors, ctx.flags
+    out = jvp_function(product, prefix, products).apply(*saved[: n + r], *tangents[: n + r])
+    by_operand = dict(zip(op.scattered("vjp"), out if isinstance(out, tuple) else (out,)))
+    return tuple(by_operand[k] if needed[k] else saved[0].new_empty(0) for k in range(n))
+
+
+def _operands_and_tangents(op: Op, saved):
+    """A JVP Function's saved operands and tangents, zeros for the tangents given as None."""
+    n = len(op.operands)
+    tangents = [x.new_zeros(x.shape) if t is None else t for x, t in zip(saved[:n], saved[n:])]
+    return [*saved[:n], *tangents]
+
+
+def _vjp_of_tangent(op: Op, prefix: int, products: Products, ctx, grads):
+    """Backward of a JVP Function (operands, tangents -> the results' tangents): the VJP
+    of the op's tangent op."""
+    product = _products.tangent_op(op)
+    wanted = _needed(product, ctx.needs_input_grad)
+    if not any(wanted):
+        return (None,) * len(wanted)
+    inputs = _operands_and_tangents(op, ctx.saved_tensors)
+    out = vjp_function(product, prefix, products).apply(*inputs, *grads, wanted)
+    return tuple(g if want else None for g, want in zip(out, wanted))
+
+
+def _tangent_of_tangent(op: Op, prefix: int, products: Products, ctx, tangents):
+    """Forward-mode rule of a JVP Function: the tangent of the op's tangent op."""
+    product = _products.tangent_op(op)
+    inputs = _operands_and_tangents(op, ctx.saved_tensors)
+    return jvp_function(product, prefix, products).apply(*inputs, *tangents)
 
 
 _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
@@ -384,6 +456,7 @@ def op_function(
     class Function(torch.autograd.Function):
         @staticmethod
         def forward(*args):
+            _refuse_tracing(op)
             operands = args[:n]
             if any(b is not None for b in args[n:]):  # only at prefix 0 (vmap refuses them)
                 _check_buffers(op, operands, args[n:])  # before any launch
@@ -407,7 +480,7 @@ def op_function(
                 return (None,) * len(ctx.needs_input_grad)
             if _plain_backward():
                 grads = products.vjp(op, ctx.saved_tensors, grad_outputs, needed, prefix)
-            else:  # a Function: vmappable, and differentiating it raises
+            else:  # a Function: vmappable, and differentiable again
                 vjp = vjp_function(op, prefix, products)
                 grads = vjp.apply(*ctx.saved_tensors, *grad_outputs, needed)
             grads = [g if need else None for g, need in zip(grads, needed)]
@@ -425,7 +498,12 @@ def op_function(
                 raise ValueError(
                     f"{op.name}: preallocated buffers cannot be used under torch.func.vmap"
                 )
-            out = op_function(op, prefix + 1, products).apply(*_to_front(args[:n], in_dims[:n]))
+            # Results like operands get one element per map element: those operands too.
+            if op.scatters:
+                front = _expanded_to_front(args[:n], in_dims[:n], info.batch_size)
+            else:
+                front = _to_front(args[:n], in_dims[:n])
+            out = op_function(op, prefix + 1, products).apply(*front)
             return out, 0 if r == 1 else (0,) * r
 
     def _result_buffers(args):
@@ -489,8 +567,9 @@ class CustomOps(NamedTuple):
 
 
 def _register_custom_ops(op: Op) -> CustomOps:
-    """The custom ops of `op`, with fake (shape-only) implementations for tracing. They
-    carry no autograd of their own: the Function around them differentiates and maps."""
+    """The custom ops of `op`, with fake (shape-only) implementations for tracing. While
+    compiling, the Function around them differentiates and maps; the forward's own
+    autograd serves an exported program, which holds the custom op alone."""
     n, r = len(op.operands), len(op.results)
     # Positional names: an op's own operand names could clash with `prefix` or `needed`.
     operands = ", ".join(f"Tensor operand{k}" for k in range(n))
@@ -535,6 +614,23 @@ def _register_custom_ops(op: Op) -> CustomOps:
         return [x.new_empty(x.shape if need else (0,)) for x, need in zip(operands, needed)]
 
     vjp = define("xform_vjp", f"{operands}, {cotangents}, bool[] needed", "Tensor[]", vjp, fake_vjp)
+
+    # A graph that holds the forward custom op without the Function around it (a program
+    # from torch.export) differentiates it through the same VJP Function, over the
+    # custom ops, so that its backward is differentiable again too.
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs[:n])
+        ctx.prefix = inputs[n]
+
+    def backward(ctx, *grads):
+        needed = _needed(op, ctx.needs_input_grad[:n])
+        if not any(needed):
+            return (None,) * (n + 1)
+        function = vjp_function(op, ctx.prefix, DISPATCHED)
+        out = function.apply(*ctx.saved_tensors, *grads, needed)
+        return (*[g if need else None for g, need in zip(out, needed)], None)
+
+    forward.register_autograd(backward, setup_context=setup_context)
     return CustomOps(forward, jvp, vjp)
 
 
@@ -645,6 +741,7 @@ def _make_functional(op: Op):
     n_buffers = len(result_names) + len(grad_names)
 
     def functional(*args, **kwargs):
+        _refuse_tracing(op)
         if kwargs or len(args) != n:  # the common positional call skips binding
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
@@ -672,6 +769,19 @@ def _make_functional(op: Op):
         else "",
     )
     return functional
+
+
+def _refuse_tracing(op: Op) -> None:
+    """TorchScript is not supported (PyTorch has deprecated it): `torch.jit.script` fails
+    on the functions' variable arguments, and `torch.jit.trace` would record the empty
+    results but not the kernel that fills them, a module that returns uninitialised memory.
+    So tracing raises, pointing to `torch.export.export` and `torch.compile`."""
+    if torch.jit.is_tracing():
+        raise RuntimeError(
+            f"xform.backends.torch.{op.name}: TorchScript (torch.jit.trace, torch.jit.script) "
+            "is not supported, as PyTorch has deprecated it; export with "
+            "torch.export.export, or compile with torch.compile"
+        )
 
 
 def _untracked(tensors) -> bool:

@@ -43,14 +43,18 @@ modes: PyTorch's backward, `gradcheck`, forward mode, `torch.func`; JAX's `grad`
 `jvp`, `jacfwd`, `jacrev`, `linearize`; on NumPy and Warp arrays `xform.vjp(op, args,
 cotangents)` and `xform.jvp(op, args, tangents)`, with an op or its name. "Closed form"
 means a hand-derived tangent or VJP function; otherwise it is Warp's adjoint of the
-element function: exact either way, never finite differences. Second derivatives are
-not available yet: PyTorch raises `RuntimeError` and JAX `NotImplementedError` when a
-gradient is differentiated again.
+element function: exact either way, never finite differences.
+
+**Second derivatives.** An op with a closed-form tangent or VJP is differentiable twice,
+exactly: PyTorch's double backward, `gradgradcheck`, `torch.func.hessian`; JAX's
+`hessian`, `jacfwd(jacrev(f))`, `check_grads(order=2)`. Its first derivatives are ops of
+their own, whose derivatives are generated like any op's. An op without closed forms, and
+any third derivative, raises `xform.HigherDerivativeError`, which names the op and what to
+supply: never a wrong or zero value. Every built-in op is differentiable twice.
 
 The functions over ops at the end (Euler angles, rigid registration) choose among ops,
-or chain them; PyTorch and JAX differentiate them through their ops. `xform.vjp` and
-`xform.jvp` take ops only, so they raise `ValueError` for these names: differentiate them
-through `xform.backends.torch` or `xform.backends.jax`.
+or chain them; PyTorch and JAX differentiate them through their ops, as do `xform.vjp`
+and `xform.jvp` on NumPy and Warp arrays (static arguments get None).
 """
 
 
@@ -82,6 +86,8 @@ def _derivative(op: xform.Op) -> str:
         for o in op.operands
         if o.prepare
     ]
+    if closed:
+        parts.append("differentiable twice, exactly")
     operands = ", ".join(f"`{n}`" for n in op.differentiable_operands)
     return f"with respect to {operands}; " + "; ".join(parts)
 

@@ -45,11 +45,11 @@ def as_tuple(result) -> tuple:
 STEP = 1e-6
 
 
-def check_grads(fn, args, modes=("fwd", "rev")) -> None:
-    """JAX's check_grads at first order, in both modes, with the step above."""
+def check_grads(fn, args, modes=("fwd", "rev"), order: int = 1) -> None:
+    """JAX's check_grads (first order unless told), in both modes, with the step above."""
     from jax.test_util import check_grads as check
 
-    check(fn, args, 1, modes=modes, eps=STEP)
+    check(fn, args, order, modes=modes, eps=STEP)
 
 
 def finite_difference_vjp(name, args, cotangents, k):

@@ -426,7 +426,10 @@ REFERENCES = {
     "rotation_6d_to_matrix": rotation_6d_to_matrix,
     "matrix_to_rotation_6d": lambda m: m[..., :2, :].reshape(*m.shape[:-2], 6),
     "matrix_to_pose": lambda m: (m[..., :3, 3], canonical_quaternion(m[..., :3, :3])),
-    "quaternion_rate_to_axis_angle_rate": lambda q, dq: (
+    "quaternion_rate_to_axis_angle_rate": lambda dq, q: (
+        0.5 * hamilton(*_broadcast((conjugate(normalized(q)), 1), (dq, 1)))[..., 1:]
+    ),
+    "quaternion_rate_to_angular_velocity": lambda q, dq: (
         2 * hamilton(*_broadcast((conjugate(q), 1), (dq, 1)))[..., 1:]
     ),
     "quaternion_slerp": slerp,

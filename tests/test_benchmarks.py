@@ -50,3 +50,18 @@ def test_kinematics_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):
     assert all(r["seconds"] > 0 and r["bytes per configuration"] > 0 for r in records)
     saved = json.loads((tmp_path / "kinematics.json").read_text())
     assert len(saved["records"]) == len(records)
+
+
+def test_second_order_benchmark_runs_at_a_small_size(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    from benchmarks import second_order
+
+    rows = second_order.main(["--size", "16", "--budget", "0", "--out", str(tmp_path)])
+    assert {(r["op"], r["framework"]) for r in rows} == {
+        (op, framework) for op in second_order.OPS for framework in ("jax", "torch")
+    }
+    assert all(r["xform hvp ms"] > 0 and r["byte floor hvp / forward"] > 1 for r in rows)
+    saved = json.loads((tmp_path / "results_second_order.json").read_text())
+    assert len(saved["rows"]) == len(rows)

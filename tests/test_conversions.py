@@ -295,7 +295,32 @@ def test_quaternion_rate_gives_the_body_angular_velocity(rng):
     q = normalized(rng.normal(size=(20, 4)))
     omega = rng.normal(size=(20, 3))
     dq = xform.quaternion_multiply(q, np.concatenate([np.zeros((20, 1)), omega], -1)) / 2
-    np.testing.assert_allclose(xform.quaternion_rate_to_axis_angle_rate(q, dq), omega, atol=1e-14)
+    np.testing.assert_allclose(xform.quaternion_rate_to_angular_velocity(q, dq), omega, atol=1e-14)
+
+
+def test_quaternion_rate_to_axis_angle_rate_is_curobos_jacobian_transpose(rng):
+    """cuRobo's order (rate, current) and value: J^T g for J the derivative of
+    q exp(delta) in the rotation vector delta at 0 (by differences), for any scale of q."""
+    q = normalized(rng.normal(size=(6, 4)))
+    g = rng.normal(size=(6, 4))
+    step = 1e-6
+    columns = []
+    for i in range(3):
+        delta = np.zeros((6, 3))
+        delta[:, i] = step
+        plus = xform.quaternion_multiply(q, xform.so3_exp(delta))
+        minus = xform.quaternion_multiply(q, xform.so3_exp(-delta))
+        columns.append(((plus - minus) / (2 * step) * g).sum(-1))
+    expected = np.stack(columns, -1)
+    scaled = q * rng.uniform(0.5, 2.0, size=(6, 1))
+    got = xform.quaternion_rate_to_axis_angle_rate(g, scaled)
+    np.testing.assert_allclose(got, expected, atol=1e-9)
+    # cuRobo's keyword names
+    np.testing.assert_allclose(
+        xform.quaternion_rate_to_axis_angle_rate(quaternion_rate=g, current_quaternion=q),
+        expected,
+        atol=1e-9,
+    )
 
 
 # --- special_procrustes ---------------------------------------------------------------------

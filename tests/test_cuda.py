@@ -419,8 +419,10 @@ for name, args in cases.items():
     with jax_native.forced("callback"):
         callback = [np.asarray(x) for x in jax.tree_util.tree_leaves(products(name, args))]
     jax.clear_caches()
+    # To rounding, not bit for bit: the one pose's gradient over 100k points is summed
+    # with atomics, in an order that varies from run to run.
     for a, b in zip(native, callback):
-        assert a.tobytes() == b.tobytes(), (name, np.abs(a - b).max())
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10 * max(1.0, np.abs(b).max()))
 points, targets = (jax.device_put(jnp.asarray(rng.normal(size=(3, 30_000, 3))), gpu) for _ in "ab")
 t, q = jax.jit(xj.rigid_registration)(points, targets)
 assert np.all(np.isfinite(np.asarray(t)))

@@ -186,10 +186,67 @@ def test_warp_arrays_in_warp_arrays_out(rng):
 
 def test_an_op_is_typed_documented_and_built_ins_are_ops():
     assert isinstance(SCALED_ROTATE, xform.Op)
-    assert all(isinstance(op, xform.Op) and op.name == name for name, op in xform.OPS.items())
     assert SCALED_ROTATE.key != SCALED_ROTATE_CLOSED.key  # one name, two ops, both usable
     assert "scale * R(q) p" in SCALED_ROTATE.docstring("none")
     assert [o.name for o in SCALED_ROTATE.operands] == ["quaternion", "points", "scale"]
+    # Each built-in is an op of its own (its own kernels) and a function of xform of its name.
+    assert len({op.key for op in xform.OPS.values()}) == len(xform.OPS)
+    for name, op in xform.OPS.items():
+        function = getattr(xform, name)
+        assert isinstance(op, xform.Op) and function.__name__ == name
+        assert function.__signature__ == op.signature
+
+
+def test_help_shows_the_ops_own_documentation():
+    import pydoc
+
+    assert SCALED_ROTATE.__doc__.startswith("scale * R(q) p")
+    assert "Arguments:\n    quaternion: (..., 4)" in SCALED_ROTATE.__doc__
+    text = pydoc.render_doc(SCALED_ROTATE, renderer=pydoc.plaintext)
+    assert "scaled_rotate" in text and "scale * R(q) p" in text
+    assert xform.Op.__doc__.startswith("An op:")  # the class keeps its own
+
+
+def _notebook_cell(factor: float):
+    """What a notebook cell does when run: make a @wp.func and define an op of it."""
+
+    @wp.func
+    def cell_function(x: Any):
+        return type(x[0])(2.0) * x
+
+    @wp.func
+    def cell_other(x: Any):
+        return type(x[0])(3.0) * x
+
+    return xform.define_op("notebook_op", cell_function if factor == 2 else cell_other,
+                           {"x": (3,)}, {"y": (3,)})  # fmt: skip
+
+
+def test_defining_the_same_op_again_returns_it(rng):
+    """A cell run twice defines nothing new: no Warp modules, no torch custom ops."""
+    from xform._op import DEFINED
+
+    first = _notebook_cell(2)
+    count = len(DEFINED)
+    again = _notebook_cell(2)
+    assert again is first and len(DEFINED) == count
+    other = _notebook_cell(3)  # a different definition of the name: a new op, both usable
+    assert other is not first and len(DEFINED) == count + 1
+    x = rng.normal(size=(2, 3))
+    np.testing.assert_array_equal(first(x), 2 * x)
+    np.testing.assert_array_equal(other(x), 3 * x)
+    # A function made by a factory: the same code, different captured constants.
+    five, seven, five_again = _captured(5.0), _captured(7.0), _captured(5.0)
+    assert five is five_again and five is not seven
+    np.testing.assert_array_equal(seven(x), 7 * x)
+
+
+def _captured(factor: float):
+    @wp.func
+    def captured_scale(x: Any):
+        return type(x[0])(factor) * x
+
+    return xform.define_op("captured_op", captured_scale, {"x": (3,)}, {"y": (3,)})
 
 
 # --- errors --------------------------------------------------------------------------------

@@ -131,6 +131,17 @@ def test_warp_vector_arrays_are_read_as_their_components(rng):
     np.testing.assert_array_equal(out.numpy(), xform.transform_points(np.zeros(3), q, points))
 
 
+@pytest.mark.parametrize("dtype", [wp.quatf, wp.quatd])
+def test_warp_quaternion_arrays_are_refused_not_misread(dtype):
+    """Warp's quat is stored [x, y, z, w]: read as xform's [w, x, y, z], Warp's identity
+    would be a half turn about z. Refused, naming the argument and the order."""
+    identity = wp.array([[0.0, 0.0, 0.0, 1.0]], dtype=dtype)
+    with pytest.raises(TypeError, match=r"'quaternion'.*\[x, y, z, w\].*\[w, x, y, z\]"):
+        xform.quaternion_to_matrix(identity)
+    with pytest.raises(TypeError, match="'quaternion2'"):
+        xform.quaternion_multiply(wp.array([[1.0, 0.0, 0.0, 0.0]]), identity)
+
+
 def test_broadcast_patterns_deeper_than_one_grid(rng):
     """(2,1,2,1,2) against (1,2,1,2,1) leaves five dimensions that cannot merge: the launch
     is tiled over the outer ones. Values and gradients must still be right."""

@@ -255,12 +255,6 @@ def test_cuda_matrix_to_quaternion_stops_gradients(rng):
     np.testing.assert_array_equal(xj.cuda_matrix_to_quaternion(m), xj.matrix_to_quaternion(m))
 
 
-def test_second_derivatives_raise_clearly(rng):
-    (q,) = random_args("quaternion_to_matrix", [()], rng)
-    with pytest.raises(NotImplementedError, match="second derivatives .* are not supported"):
-        jax.hessian(lambda q: xj.quaternion_to_matrix(q).sum())(jnp.asarray(q))
-
-
 def test_empty_batches(rng):
     t, q, p = map(jnp.asarray, random_args("batch_transform_points", [(0,), (0,), (0, 5)], rng))
     assert xj.batch_transform_points(t, q, p).shape == (0, 5, 3)

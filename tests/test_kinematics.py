@@ -453,6 +453,55 @@ def test_jax_check_grads_vmap_and_jit(tree, rng):
     assert float32.dtype == jnp.float32
 
 
+def test_torch_second_derivatives(tree, rng):
+    """Double backward through FK and the Jacobian (float64): gradgradcheck, and the
+    Hessian of a loss of the end effector against differences of its gradient."""
+    torch = pytest.importorskip("torch")
+    q = torch.tensor(rng.uniform(-3, 3, (2, tree.dof)), requires_grad=True)
+    assert torch.autograd.gradgradcheck(
+        lambda q: fields(tree.forward_kinematics(q, links=["tip", "slider"])), (q,)
+    )
+    assert torch.autograd.gradgradcheck(lambda q: tree.jacobian(q, "tip"), (q,))
+    target = torch.tensor(rng.normal(size=3))
+
+    def loss(q):
+        position, quaternion = fields(tree.forward_kinematics(q, links=["tip"]))
+        manipulability = tree.jacobian(q, "tip").square().sum()
+        return (position - target).square().sum() + quaternion[..., 1].sum() + manipulability
+
+    def gradient(q):
+        q = q.clone().requires_grad_(True)
+        return torch.autograd.grad(loss(q), q)[0]
+
+    q0 = q.detach()[0]
+    hessian = torch.func.hessian(loss)(q0)
+    columns = []
+    for i in range(tree.dof):
+        step = torch.zeros(tree.dof, dtype=torch.float64)
+        step[i] = STEP
+        columns.append((gradient(q0 + step) - gradient(q0 - step)) / (2 * STEP))
+    np.testing.assert_allclose(hessian.numpy(), torch.stack(columns, -1).numpy(), atol=1e-6)
+
+
+def test_jax_second_derivatives(tree, rng):
+    """check_grads(order=2) through FK and the Jacobian; jax.hessian under jit and vmap."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    q = jnp.asarray(rng.uniform(-3, 3, (2, tree.dof)))
+    check_grads(lambda q: fields(tree.forward_kinematics(q, links=["tip", "upper"])), (q,), order=2)
+    check_grads(lambda q: tree.jacobian(q, "tip"), (q,), order=2)
+
+    def loss(q):
+        position, quaternion = fields(tree.forward_kinematics(q, links=["tip"]))
+        return (position**2).sum() + quaternion[..., 2].sum() + tree.jacobian(q, "tip").sum()
+
+    hessians = jax.jit(jax.vmap(jax.hessian(loss)))(q)
+    for b in range(len(q)):
+        np.testing.assert_allclose(hessians[b], jax.hessian(loss)(q[b]), atol=1e-12)
+        np.testing.assert_allclose(hessians[b], hessians[b].T, atol=1e-12)
+
+
 # --- bad input -----------------------------------------------------------------------------
 
 BASE = """<robot name="r">

@@ -289,7 +289,8 @@ def test_singular_points_numpy(name, angle, dtype, rng):
             got, ref, rtol=tolerance, atol=tolerance * max(1, np.abs(ref).max())
         )
     cotangents = tuple(rng.normal(size=r.shape).astype(dtype) for r in results)
-    for grad in xform.vjp(name, args, cotangents):
+    grads = xform.vjp(name, args, cotangents)
+    for grad in grads:
         assert np.all(np.isfinite(grad)), f"non-finite gradient of {name} at {angle}"
     tangent_dirs = [rng.normal(size=a.shape).astype(dtype) for a in args]
     for tangent in as_tuple(xform.jvp(name, args, tangent_dirs)):
@@ -303,17 +304,31 @@ def test_singular_points_numpy(name, angle, dtype, rng):
     # Central differences in float64, with a step well below the distance to the nearest
     # point where the function is not differentiable (0 or pi), so that it stays on one
     # side of it.
+    step = difference_step(name, angle)
+    directions = [rng.normal(size=a.shape) for a in args64]
+    plus = as_tuple(getattr(xform, name)(*[a + step * d for a, d in zip(args64, directions)]))
+    minus = as_tuple(getattr(xform, name)(*[a - step * d for a, d in zip(args64, directions)]))
+    pushed = as_tuple(xform.jvp(name, args64, directions))
+    for got, p, m in zip(pushed, plus, minus):
+        np.testing.assert_allclose(got, (p - m) / (2 * step), rtol=1e-5, atol=1e-6)
+    # The VJP is the tangent's transpose: <vjp(g), d> = <g, jvp(d)>, the JVP being checked
+    # against the differences just above.
+    pulled = sum(
+        float((g * d).sum()) for g, d in zip(xform.vjp(name, args64, cotangents), directions)
+    )
+    pushed = sum(float((c * t).sum()) for c, t in zip(cotangents, pushed))
+    assert pulled == pytest.approx(pushed, rel=1e-9, abs=1e-9)
+
+
+def difference_step(name: str, angle: str) -> float:
+    """Central differences' step, float64: well below the distance to the nearest point
+    where the function is not differentiable (0 or pi), so that it stays on one side."""
     theta = SINGULAR_ANGLES[angle]
-    step = min(
+    return min(
         1e-7,
         1e-4 * theta if name in KINK_AT_ZERO else np.inf,
         1e-3 * (np.pi - theta) if name in KINK_AT_PI else np.inf,
     )
-    directions = [rng.normal(size=a.shape) for a in args64]
-    plus = as_tuple(getattr(xform, name)(*[a + step * d for a, d in zip(args64, directions)]))
-    minus = as_tuple(getattr(xform, name)(*[a - step * d for a, d in zip(args64, directions)]))
-    for got, p, m in zip(as_tuple(xform.jvp(name, args64, directions)), plus, minus):
-        np.testing.assert_allclose(got, (p - m) / (2 * step), rtol=1e-5, atol=1e-6)
 
 
 def test_analytic_limits_at_exactly_zero(rng):
@@ -340,12 +355,18 @@ def test_analytic_limits_at_exactly_zero(rng):
     for name in ("rotation_angle",):  # not differentiable at the identity: a zero gradient
         (grad,) = xform.vjp(name, [identity], np.ones(1))
         np.testing.assert_array_equal(grad, np.zeros((1, 4)))
+    # (both at the identity, so that the relative rotation is exactly the identity)
+    for grad in xform.vjp("quaternion_geodesic_distance", [identity, identity], np.ones(1)):
+        np.testing.assert_array_equal(grad, np.zeros((1, 4)))
+    for grad in xform.vjp("matrix_geodesic_distance", [np.eye(3)[None]] * 2, np.ones(1)):
+        np.testing.assert_array_equal(grad, np.zeros((1, 3, 3)))
 
 
 @pytest.mark.parametrize(("name", "angle"), SINGULAR_CASES)
 def test_singular_points_in_torch_and_jax(name, angle):
     """The same kernels as the NumPy path (same values, bit for bit), and finite gradients
-    (no NaN at the identity), in float64 and float32."""
+    (no NaN at the identity), in float64 and float32; in float64 where the function is
+    differentiable, the gradients against central differences of the loss."""
     torch = pytest.importorskip("torch")
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
@@ -371,6 +392,22 @@ def test_singular_points_in_torch_and_jax(name, angle):
         assert all(np.all(np.isfinite(np.asarray(g))) for g in grads), (name, dtype)
         for g, t in zip(grads, inputs):
             np.testing.assert_allclose(np.asarray(g), t.grad.numpy(), rtol=1e-6, atol=1e-6)
+        if dtype == np.float32 or (name, angle) in NOT_DIFFERENTIABLE:
+            continue
+        step = difference_step(name, angle)
+        directions = [np.random.default_rng(3).normal(size=a.shape) for a in args]
+
+        def numpy_loss(*a):
+            return sum(float(r.sum()) for r in as_tuple(getattr(xform, name)(*a)))
+
+        plus = numpy_loss(*[a + step * d for a, d in zip(args, directions)])
+        minus = numpy_loss(*[a - step * d for a, d in zip(args, directions)])
+        expected = (plus - minus) / (2 * step)
+        for framework, gradients in (("torch", [t.grad.numpy() for t in inputs]),
+                                     ("jax", [np.asarray(g) for g in grads])):  # fmt: skip
+            got = sum(float((g * d).sum()) for g, d in zip(gradients, directions))
+            rounding = 1e-15 * max(abs(plus), abs(minus)) / step  # the differences' own
+            assert got == pytest.approx(expected, rel=1e-5, abs=1e-6 + rounding), framework
 
 
 def test_float32_round_trip_over_a_dense_sweep(rng):

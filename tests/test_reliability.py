@@ -98,9 +98,38 @@ def interrupt_by_a_worker(call, want=None):
         _launch._execute = real
 
 
-def memory_is_intact(size):
+# Every launch the Python path runs is counted while it runs. Once a NumPy or PyTorch
+# call has returned (or raised), none may still run: it would write into memory freed and
+# reused. An interrupted JAX call leaves XLA's computation running on XLA's threads, in
+# XLA's own buffers: its launches are waited for, then fresh memory must be untouched.
+from xform import _launch as _counted_launch
+
+_running = [0]
+_running_changed = threading.Condition()
+_execute_uncounted = _counted_launch._execute
+
+
+def _execute_counted(launch, stream):
+    with _running_changed:
+        _running[0] += 1
+    try:
+        _execute_uncounted(launch, stream)
+    finally:
+        with _running_changed:
+            _running[0] -= 1
+            _running_changed.notify_all()
+
+
+_counted_launch._execute = _execute_counted
+OUTCOMES = {"finished", "interrupted", "interrupted (error)", "late"}
+
+
+def memory_is_intact(size, xla=False):
+    if xla:
+        with _running_changed:
+            assert _running_changed.wait_for(lambda: _running[0] == 0, timeout=60)
+    assert _running[0] == 0, f"{_running[0]} launch(es) still running after the call returned"
     sentinel = np.full(size, 7.0)
-    time.sleep(0.3)  # a runaway launch would write into freed (and now reused) memory
     assert np.all(sentinel == 7.0), "memory written after the call returned"
 
 def timed(call):
@@ -138,6 +167,7 @@ for call in (numpy_call, backward):
     surely = interrupt_by_a_worker(call)
     memory_is_intact(p.size)
     assert surely == "interrupted", surely
+assert set(outcomes) <= OUTCOMES, outcomes
 np.testing.assert_array_equal(xform.transform_points(t, q, p), want)
 print("alive", outcomes)
 """,
@@ -165,14 +195,15 @@ call = lambda: jax.block_until_ready(f(t, q, p))
 want = xform.transform_points(t, q, p)
 duration = timed(call)
 outcomes = [interrupt_during(call, x, duration, want) for x in (0.1, 0.5, 0.9)]
-memory_is_intact(p.size)
+memory_is_intact(p.size, xla=True)
 surely = interrupt_by_a_worker(call, want)
-memory_is_intact(p.size)
+memory_is_intact(p.size, xla=True)
 np.testing.assert_allclose(np.asarray(call()), want, rtol=1e-5, atol=1e-5)
 from xform.backends import jax_native
 native = jax_native.library() is not None
 # the callback runs on XLA's thread: the main thread, waiting, may take the interrupt itself
 assert surely == "finished" if native else surely.startswith("interrupted"), surely
+assert set(outcomes) <= OUTCOMES, outcomes
 print("alive", outcomes, surely)
 """,
         env={"XFORM_JAX_CPU": path},

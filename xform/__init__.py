@@ -11,10 +11,11 @@ Warp functions, with the same reach. Importing `xform` imports neither framework
 """
 
 from . import kinematics, manifold  # written on the ops and the groups
-from ._api import FUNCTIONS as _FUNCTIONS
-from ._api import jvp, vjp
+from ._functions import FUNCTIONS as _FUNCTIONS
+from ._functions import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
 from ._op import Op, Operand, Result, define_op
+from ._products import HigherDerivativeError
 from ._random import random_quaternion
 from .groups import SE2, SE3, SO2, SO3
 from .ops import OPS
@@ -53,6 +54,7 @@ __all__ = [
     "Result",
     "define_op",
     "kinematics",
+    "HigherDerivativeError",
     "random_quaternion",
     "jvp",
     "vjp",

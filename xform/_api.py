@@ -1,24 +1,31 @@
-"""The top-level API: every op of the table as a function of NumPy, Warp, PyTorch or
-JAX arrays, returning the caller's array type.
+"""The dispatch: an op called on NumPy, Warp, PyTorch or JAX arrays, returning the
+caller's array type.
 
-The functions are generated from the op table, so each has the op's own argument
-names. NumPy and Warp arrays run on the core directly; PyTorch tensors and JAX arrays
-(tracers included) go through their adapter, so they keep their framework's autodiff
-and transforms. Results are always new arrays.
+NumPy and Warp arrays run on the core directly; PyTorch tensors and JAX arrays (tracers
+included) go through their framework's adapter, so they keep its autodiff and
+transforms. The adapters sit above the core (they import it, never the reverse): the
+dispatch finds an adapter by its module's name, imported on first use. Results are
+always new arrays.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import warp as wp
 
 from . import _interop, _launch
-from ._op import Op, OpFamily
-from .ops import FAMILY_FUNCTIONS, OPS
+
+if TYPE_CHECKING:
+    from ._op import Op, OpFamily
+
+# Each framework's adapter module, by array kind: it gives `function(op)`, the op as a
+# function of that framework's arrays.
+ADAPTERS = {"torch": "xform.backends.torch", "jax": "xform.backends.jax"}
 
 
 def _numpy_allocator(fill):
@@ -180,86 +187,10 @@ def apply(op: Op, args: Sequence[Any]):
     Scalar operands may also be numbers (`numbers_as_arrays`)."""
     args = numbers_as_arrays(op, args)
     kind = array_kind(op, args)
-    if kind == "torch":
-        from .backends import torch as adapter
-    elif kind == "jax":
-        from .backends import jax as adapter
-    else:
+    if kind in ALLOCATORS:
         operands = _launch.prepare(op, args)
-        return _unpack(op, _launch.forward(operands, ALLOCATORS[kind][0]))
-    return adapter.function(op)(*args)
-
-
-def resolve(op: Op | str) -> Op:
-    """An op, given itself or a built-in's name."""
-    if isinstance(op, Op):
-        return op
-    if isinstance(op, str):
-        if op in OPS:
-            return OPS[op]
-        raise ValueError(f"xform: no op named {op!r}; the built-in ops are {', '.join(OPS)}")
-    raise TypeError(f"xform: expected an xform.Op or a built-in op's name, got {type(op).__name__}")
-
-
-def vjp(op: Op | str, args: Sequence[Any], cotangents) -> tuple:
-    """Reverse-mode product of `op` (an `xform.Op` or a built-in's name) at `args`.
-
-    `cotangents` is one array for a one-result op, or a tuple with one array (or None,
-    for zero) per result. Returns one gradient per argument, shaped like that argument,
-    with broadcast dimensions summed; None for arguments that are not differentiable.
-    """
-    op = resolve(op)
-    args = numbers_as_arrays(op, args)
-    kind = _core_kind(op, args, "vjp")
-    if len(op.results) == 1 and not isinstance(cotangents, (tuple, list)):
-        cotangents = (cotangents,)
-    if len(cotangents) != len(op.results):
-        raise ValueError(f"{op.name}: expected {len(op.results)} cotangents, got {len(cotangents)}")
-    operands = _launch.prepare(op, args)
-    empty, zeros = ALLOCATORS[kind]
-    return tuple(_launch.vjp(operands, cotangents, zeros, allocate=empty))
-
-
-def jvp(op: Op | str, args: Sequence[Any], tangents: Sequence[Any]):
-    """Forward-mode product of `op` (an `xform.Op` or a built-in's name) at `args`: the
-    results' tangents for one tangent per argument (None for zero), each shaped like its
-    argument. Returns one array for a one-result op, else a tuple."""
-    op = resolve(op)
-    args = numbers_as_arrays(op, args)
-    kind = _core_kind(op, args, "jvp")
-    if len(tangents) != len(op.operands):
-        raise ValueError(f"{op.name}: expected {len(op.operands)} tangents, got {len(tangents)}")
-    operands = _launch.prepare(op, args)
-    empty, zeros = ALLOCATORS[kind]
-    return _unpack(op, _launch.jvp(operands, tangents, empty, zeros))
-
-
-def _make_function(op: Op):
-    def function(*args, **kwargs):
-        return op(*args, **kwargs)
-
-    function.__name__ = function.__qualname__ = op.name
-    function.__signature__ = op.signature
-    function.__doc__ = op.docstring("none (not differentiable)")
-    return function
-
-
-def family_function(family: OpFamily, call, arrays: ArrayArguments):
-    """The function of an op family, whose ops run through `call(op, *arrays)`, and whose
-    array arguments `arrays` checks first (as each op checks its own)."""
-
-    def function(*args, **kwargs):
-        arrays.check_family(family, args, kwargs)
-        return family.run(call, *args, **kwargs)
-
-    function.__name__ = function.__qualname__ = family.name
-    function.__signature__ = family.signature
-    function.__doc__ = family.doc
-    return function
-
-
-FUNCTIONS = {name: _make_function(op) for name, op in OPS.items()}
-FUNCTIONS |= {
-    name: family_function(family, lambda op, *arrays: op(*arrays), ARRAYS)
-    for name, family in FAMILY_FUNCTIONS.items()
-}
+        return _unpack(op, _launch.forward(operands, *ALLOCATORS[kind]))
+    function = op.adapters.get(kind)  # a plain lookup, which torch.compile traces
+    if function is None:
+        function = importlib.import_module(ADAPTERS[kind]).function(op)
+    return function(*args)

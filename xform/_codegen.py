@@ -39,12 +39,14 @@ from __future__ import annotations
 import functools
 import linecache
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import warp as wp
 
 from . import _indexing
-from ._op import Op
+
+if TYPE_CHECKING:
+    from ._op import Op
 
 
 @functools.cache
@@ -164,6 +166,8 @@ def element_tangent(op: Op, scalar: type) -> wp.Function:
     that call `wp.grad` after all others, so one could not call another."""
     if op.tangent is not None:
         return op.tangent
+    if op.product_of is not None and op.product_of[1] == "vjp":
+        return _vjp_tangent(op, scalar)
     n, r = len(op.operands), len(op.results)
     params = [f"x{k}: X{k}" for k in range(n)] + [f"dx{k}: X{k}" for k in range(n)]
     lines = ["@wp.func", f"def {op.key}_tangent({_tuple(params)}):"]
@@ -192,6 +196,34 @@ def element_tangent(op: Op, scalar: type) -> wp.Function:
         "\n".join(lines) + "\n",
         _module(op, "element_tangent", scalar),
         {"CD": _cotangent_dot(op, scalar), **_types(op, scalar)},
+    )
+    return namespace[f"{op.key}_tangent"]
+
+
+def _vjp_tangent(op: Op, scalar: type) -> wp.Function:
+    """The tangent of an op's VJP (`_products.vjp_op`) in one reverse sweep, not one per
+    result component. The VJP is `V(x, g) = J(x)^T g`, linear in g, and its derivative in
+    x, `H = sum_j g_j d^2 F_j / dx^2`, is symmetric: so its tangent `H dx + V(x, dg)` takes
+    `H dx` as the x-part of the gradient of `<V(x, g), dx>`, the VJP's own derived VJP at
+    the cotangent dx. Operands: x_1..x_n, then g_1..g_r; the i-th result is the gradient of
+    the i-th differentiable x."""
+    base = op.product_of[0]
+    n, m = len(base.operands), len(op.operands)
+    params = [f"x{k}: X{k}" for k in range(m)] + [f"dx{k}: X{k}" for k in range(m)]
+    gradients = [k for k, o in enumerate(base.operands) if o.differentiable]
+    outs = [f"v{i}" for i in range(len(gradients))]
+    at_dg = [f"x{k}" for k in range(n)] + [f"dx{k}" for k in range(n, m)]  # V(x, dg)
+    lines = [
+        "@wp.func",
+        f"def {op.key}_tangent({_tuple(params)}):",
+        f"    {_gradient_call(op, scalar, [f'dx{k}' for k in gradients])}",
+        f"    {_tuple(outs)} = F({_tuple(at_dg)})",
+        f"    return {_tuple([f'b{k} + v{i}' for i, k in enumerate(gradients)])}",
+    ]
+    namespace = _build(
+        "\n".join(lines) + "\n",
+        _module(op, "element_tangent", scalar),
+        {"F": op.function, "CD": _cotangent_dot(op, scalar), **_types(op, scalar)},
     )
     return namespace[f"{op.key}_tangent"]
 
@@ -235,17 +267,38 @@ def _gradient(op: Op, k: int, value: str) -> str:
     return value if op.operands[k].prepare is None else f"PV{k}(q{k}, {value})"
 
 
-def _flush(op: Op, k: int, index: str, value: str) -> list[str]:
-    """Give operand k's gradient at `index` the cotangent `value`: stored where operand k
-    is dense (no other index shares the element), else added (see SHARED_ADD); nothing
-    where the gradient is not needed (a null array, of length 0)."""
+def _targets(op: Op, product: str) -> dict[int, tuple[str, str, str, tuple[int, ...]]]:
+    """The arrays a kernel adds into in an operand's shape, by that operand's index k:
+    (array, the value added at each launch index, its type name, its element shape). A
+    VJP's gradients (the cotangents of what the function received, pulled back through
+    `prepare` when added); the results of the forward or tangent of an op whose results
+    are `like` operands."""
+    if product == "vjp":
+        return {
+            k: (f"ga{k}", f"b{k}", f"X{k}", op.operands[k].value_element)
+            for k in op.scattered(product)
+        }
+    out, value = ("r", "y") if product == "forward" else ("dr", "dy")
+    return {
+        k: (f"{out}{j}", f"{value}{j}", f"Y{j}", op.results[j].element)
+        for j, k in enumerate(op.like)
+        if k is not None
+    }
+
+
+def _flush(op: Op, product: str, k: int, index: str, value: str) -> list[str]:
+    """Give the array shaped like operand k (`_targets`) the value `value` at `index`:
+    stored where operand k is dense (no other index shares the element), else added (see
+    SHARED_ADD); nothing where the array is not needed (a null array, of length 0)."""
+    array = _targets(op, product)[k][0]
+    pulled = _gradient(op, k, value) if product == "vjp" else value
     return [
-        f"if ga{k}.shape[0] > 0:",
-        f"    gradient{k} = {_gradient(op, k, value)}",
+        f"if {array}.shape[0] > 0:",
+        f"    gradient{k} = {pulled}",
         f"    if dense(grid, {k}):",
-        f"        ga{k}[{index}] = gradient{k}",
+        f"        {array}[{index}] = gradient{k}",
         "    else:",
-        f"        SA{k}(ga{k}, {index}, gradient{k})",
+        f"        SA{k}({array}, {index}, gradient{k})",
     ]
 
 
@@ -262,17 +315,22 @@ def _evaluate(op: Op, product: str) -> tuple[list[str], list[str]]:
     return [f"{_tuple(ys)} = TG({_tuple(xs + dxs)})"], ys
 
 
-def _compute(op: Op, product: str, group: str = "i / grid.reduce") -> list[str]:
+def _compute(op: Op, product: str, group: str = "i / grid.reduce", index: str = "j") -> list[str]:
     """The per-index work once every x<k> (and dx<k>) is loaded: call the element
-    function, write results (forward, tangent) or give the VJP's values as b<k>."""
-    n, r = len(op.operands), len(op.results)
+    function, write results (forward, tangent) or give the VJP's values as b<k>. The
+    results of an op that scatters are left as values (y<j>, dy<j>) for the body to add;
+    operand k's element index is `<index>k`."""
+    n = len(op.operands)
     if product == "vjp":
         # An op that sums over groups reads each sum's cotangent at every summand: that of
-        # the summand's `group`.
+        # the summand's `group`; a result like operand k has its cotangent where k is read.
         at = group if op.reduced else "i"
-        xs = [f"x{k}" for k in range(n)] + [f"gr{j}[{at}]" for j in range(r)]
+        reads = [f"gr{j}[{at if k is None else f'{index}{k}'}]" for j, k in enumerate(op.like)]
+        xs = [f"x{k}" for k in range(n)] + reads
         return [f"{_tuple([f'b{k}' for k in range(n)])} = V({_tuple(xs)})"]
     lines, ys = _evaluate(op, product)
+    if op.scatters:
+        return lines
     out = "r" if product == "forward" else "dr"
     return lines + [f"{out}{j}[i] = {y}" for j, y in enumerate(ys)]
 
@@ -324,23 +382,21 @@ def _simple_body(op: Op, product: str) -> list[str]:
         lines.append(f"j{k} = element_index(at, s{k})")
         lines += _load(op, k, product, f"j{k}")
     lines += _compute(op, product)
-    if product == "vjp":
-        for k, o in enumerate(op.operands):
-            if o.differentiable:
-                lines += _flush(op, k, f"j{k}", f"b{k}")
+    for k, (_, value, _, _) in _targets(op, product).items():
+        lines += _flush(op, product, k, f"j{k}", value)
     return lines
 
 
 def _run_body(op: Op, product: str) -> list[str]:
     """A run of launch indices per thread: prepared operands are prepared when their
-    element changes; a VJP sums each operand's cotangent until its element changes. Each
-    operand's element index `e<k>` steps by its innermost stride, and is recomputed from
-    the coordinates only where they carry into an outer dimension."""
+    element changes; a VJP sums each operand's cotangent until its element changes (and so
+    does an op that scatters each result, see `_targets`). Each operand's element index
+    `e<k>` steps by its innermost stride, and is recomputed from the coordinates only
+    where they carry into an outer dimension."""
     vjp = product == "vjp"
+    targets = _targets(op, product)
     n = len(op.operands)
-    cached = [
-        k for k, o in enumerate(op.operands) if o.prepare is not None or (vjp and o.differentiable)
-    ]
+    cached = [k for k, o in enumerate(op.operands) if o.prepare is not None or k in targets]
     recompute = [f"e{k} = element_index(at, s{k})" for k in range(n)]
     # The VJP of an op that sums over groups counts its place in the summands' group
     # (`within`) rather than divide for the group at every index.
@@ -357,13 +413,14 @@ def _run_body(op: Op, product: str) -> list[str]:
         lines.append(f"i{k} = e{k}")
         if op.operands[k].prepare is not None:
             lines += _load(op, k, product, f"i{k}")
-        if vjp and op.operands[k].differentiable:
-            lines.append(f"sum{k} = {_zero(f'X{k}', op.operands[k].value_element)}")
-    # Only a VJP runs strided (a GPU thread's run, see _launch._run_shape).
+        if k in targets:
+            lines.append(f"sum{k} = {_zero(targets[k][2], targets[k][3])}")
+    # Only a kernel that adds into arrays runs strided (a GPU thread's run, see
+    # _launch._run_shape).
     strided = ["if step != 1:", "    at = unravel(grid, i)", *("    " + x for x in recompute)]
     if counted:
         strided += ["    " + line for line in regroup("i")]
-    loop = strided if vjp else []
+    loop = strided if targets else []
     # Operands read afresh at every index come last, after the (rarely taken) branches,
     # last operand first: measured, the point transforms' forward runs 10% faster on CPU
     # reading the points before the position than after it.
@@ -374,18 +431,17 @@ def _run_body(op: Op, product: str) -> list[str]:
             continue
         loop += [f"if e{k} != i{k}:"]
         change = []
-        if vjp and o.differentiable:
-            change += _flush(op, k, f"i{k}", f"sum{k}")
-            change.append(f"sum{k} = {_zero(f'X{k}', o.value_element)}")
+        if k in targets:
+            change += _flush(op, product, k, f"i{k}", f"sum{k}")
+            change.append(f"sum{k} = {_zero(targets[k][2], targets[k][3])}")
         change.append(f"i{k} = e{k}")
         if o.prepare is not None:
             change += _load(op, k, product, f"i{k}")
         loop += ["    " + line for line in change]
         if o.prepare is None:
-            loop.append(f"x{k} = a{k}[e{k}]")
-    loop += _compute(op, product, group="group")
-    if vjp:
-        loop += [f"sum{k} = sum{k} + b{k}" for k in cached if op.operands[k].differentiable]
+            loop += _load(op, k, product, f"e{k}")
+    loop += _compute(op, product, group="group", index="e")
+    loop += [f"sum{k} = sum{k} + {targets[k][1]}" for k in cached if k in targets]
     if counted:
         loop += ["within = within + 1", "if within == grid.reduce:", "    within = 0"]
         loop += ["    group = group + 1"]
@@ -393,12 +449,11 @@ def _run_body(op: Op, product: str) -> list[str]:
     loop += ["    " + x for x in recompute]
     loop += ["else:", "    at = wp.vec4i(at[0] + 1, at[1], at[2], at[3])"]
     loop += [f"    e{k} = e{k} + s{k}[0]" for k in range(n)]
-    lines.append(f"for i in range(first, last{', step' if vjp else ''}):")
+    lines.append(f"for i in range(first, last{', step' if targets else ''}):")
     lines += ["    " + line for line in loop]
-    if vjp:
-        for k in cached:
-            if op.operands[k].differentiable:
-                lines += _flush(op, k, f"i{k}", f"sum{k}")
+    for k in cached:
+        if k in targets:
+            lines += _flush(op, product, k, f"i{k}", f"sum{k}")
     return lines
 
 
@@ -422,9 +477,8 @@ def kernels(op: Op, product: str, scalar: type) -> dict:
         namespace["TG"] = element_tangent(op, scalar)
     if product == "vjp":
         namespace["V"] = element_vjp(op, scalar)
-        for k, o in enumerate(op.operands):
-            if o.differentiable:
-                namespace[f"SA{k}"] = _shared_add(o.element, scalar)
+    for k in _targets(op, product):  # each stored as operand k's element (a VJP's pulled back)
+        namespace[f"SA{k}"] = _shared_add(op.operands[k].element, scalar)
     for k, o in enumerate(op.operands):
         if o.prepare is not None:
             namespace[f"P{k}"] = o.prepare.function
@@ -448,6 +502,8 @@ def kernels(op: Op, product: str, scalar: type) -> dict:
         )
     module = _module(op, product, scalar)
     wp.set_module_options({"enable_backward": False}, module=module)
+    if product != "forward" and _adjoint_calls(op, product):
+        _differentiates(module)
     built = _build(source, module, namespace)
     kernels = {True: built[f"{product}_flatgrid"], False: built[f"{product}_grid"]}
     if summing:
@@ -460,13 +516,32 @@ def _derives(op: Op, product: str) -> bool:
     return (op.vjp if product == "vjp" else op.tangent) is None
 
 
-def _adjoint_anchor(op: Op, product: str) -> str:
-    """A kernel that is never launched, with Warp's backward pass enabled, calling the
-    element functions that `wp.grad` differentiates here. Warp generates a function's
-    adjoint only for backward-enabled kernels or `wp.grad`, and (in warp 1.19) a
-    function that a forward-only kernel of the module reached first keeps its callees'
-    adjoints empty even once `wp.grad` needs them; a backward-enabled caller makes Warp
-    generate every adjoint in the call graph."""
+# Loops with a bound fixed at compile time are unrolled up to this many iterations in a
+# module that runs Warp's adjoint (see `_differentiates`).
+ADJOINT_MAX_UNROLL = 256
+
+
+def _differentiates(module: str) -> None:
+    """Options for a module whose kernels run Warp's adjoint (`wp.grad`) of a function.
+    Warp's adjoint of a vector or matrix component written more than once, or of a loop
+    that is not unrolled and carries a value from one iteration to the next, is wrong (a
+    closed form over a kinematic tree does both, and its second derivative differentiates
+    it). So components are copied on write (`enable_vector_component_overwrites`, which
+    Warp reads from its global config only, folded into each module's options: here it is
+    folded into this module's alone), and loops are unrolled up to ADJOINT_MAX_UNROLL."""
+    wp.set_module_options({"max_unroll": ADJOINT_MAX_UNROLL}, module=module)
+    target = wp.get_module(module)
+    resolve = target.resolve_options
+
+    def resolve_options(config, block_dim=None):
+        return resolve(config, block_dim) | {"enable_vector_component_overwrites": True}
+
+    target.resolve_options = resolve_options
+
+
+def _adjoint_calls(op: Op, product: str) -> list[tuple[str, list[str], list[str]]]:
+    """The element functions whose adjoint `product` of `op` runs: (name in the kernels'
+    namespace, input types, output types)."""
     calls = []
     if _derives(op, product):
         inputs = [f"X{k}" for k in range(len(op.operands))]
@@ -474,6 +549,17 @@ def _adjoint_anchor(op: Op, product: str) -> str:
     for k, o in enumerate(op.operands):
         if o.prepare is not None and _derives(o.prepare, product):
             calls.append((f"P{k}", [f"A{k}"], [f"X{k}"]))
+    return calls
+
+
+def _adjoint_anchor(op: Op, product: str) -> str:
+    """A kernel that is never launched, with Warp's backward pass enabled, calling the
+    element functions that `wp.grad` differentiates here. Warp generates a function's
+    adjoint only for backward-enabled kernels or `wp.grad`, and (in warp 1.19) a
+    function that a forward-only kernel of the module reached first keeps its callees'
+    adjoints empty even once `wp.grad` needs them; a backward-enabled caller makes Warp
+    generate every adjoint in the call graph."""
+    calls = _adjoint_calls(op, product)
     if product == "forward" or not calls:
         return ""
     params, lines = [], []

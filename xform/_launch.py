@@ -27,15 +27,17 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import warp as wp
 
 from . import _codegen, _indexing
 from ._layout import LaunchPlan, plan_launch
-from ._op import Op
 from ._program import argument_struct
+
+if TYPE_CHECKING:
+    from ._op import Op
 
 FLOAT_TYPES = {"float32": wp.float32, "float64": wp.float64}
 
@@ -48,7 +50,44 @@ PARALLEL_MIN_ELEMENTS = 1 << 15
 # thread's when a VJP sums a shared gradient (see `_run_shape`).
 CPU_RUN = 256
 GPU_RUN = 16
-THREADS = max(1, os.cpu_count() or 1)
+
+
+def available_cpus(cgroup: str = "/sys/fs/cgroup") -> int:
+    """The CPUs this process may run on: its affinity mask, and a cgroup's CPU quota
+    (a container's limit) where one is set; os.cpu_count() counts the machine's."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        count = os.cpu_count() or 1
+    quota = _cgroup_cpus(cgroup)
+    return max(1, count if quota is None else min(count, quota))
+
+
+def _cgroup_cpus(root: str) -> int | None:
+    """The CPUs a cgroup's quota allows, rounded up (v2's cpu.max, v1's cfs files); None
+    where there is no quota or no cgroup file to read."""
+
+    def read(name: str) -> str | None:
+        try:
+            with open(os.path.join(root, name)) as file:
+                return file.read().strip()
+        except OSError:
+            return None
+
+    v2 = read("cpu.max")
+    fields = (
+        v2.split()
+        if v2 is not None
+        else [read("cpu/cpu.cfs_quota_us"), read("cpu/cpu.cfs_period_us")]
+    )
+    try:
+        quota, period = int(fields[0]), int(fields[1])
+    except (TypeError, ValueError, IndexError):  # "max": no limit
+        return None
+    return -(-quota // period) if quota > 0 and period > 0 else None
+
+
+THREADS = available_cpus()
 
 
 @dataclass(frozen=True)
@@ -88,6 +127,9 @@ class Operands:
         return tuple(b.shape for b in self.buffers)
 
     def result_shape(self, index: int) -> tuple[int, ...]:
+        like = self.op.like[index]
+        if like is not None:
+            return self.shapes[like]
         return self.plan.batch_shape + self.op.results[index].element
 
 
@@ -131,6 +173,12 @@ def as_buffer(op: Op, name: str, x: Any) -> Buffer:
 
         return Buffer(0, x.shape, x.dtype.name, "cpu", x, copy)
     if isinstance(x, wp.array):
+        if wp.types.type_is_quaternion(x.dtype):
+            raise TypeError(
+                f"{op.name}: argument '{name}' is a Warp array of {x.dtype.__name__}, which "
+                "Warp stores as [x, y, z, w]; xform's quaternions are [w, x, y, z]. Pass an "
+                "array of vec4 (or of floats with a last axis of 4) in xform's order"
+            )
         return _warp_buffer(x)
     if hasattr(x, "__dlpack__"):
         try:
@@ -444,15 +492,16 @@ def _recorded(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> Reusa
 
 def _run_shape(op: Op, kind: str, device: str, tile: Tile) -> tuple[int, int]:
     """(run, step) of the grid (see `_indexing.Grid`) for ops whose kernels loop over runs:
-    on CPU, runs of CPU_RUN consecutive indices; on a GPU, a VJP that adds into a shared
-    (broadcast) gradient takes every step-th index in a run of GPU_RUN, summing in
+    on CPU, runs of CPU_RUN consecutive indices; on a GPU, a kernel that adds into an
+    array shaped like a broadcast operand (a VJP's gradient, `Op.scattered`) takes every
+    step-th index in a run of GPU_RUN, summing in
     registers before one add per run and element, and everything else one index."""
     if not op.loops_over_runs(kind):
         return 1, 1
     if device == "cpu":
         return CPU_RUN, 1
-    shared = sum(1 << k for k, o in enumerate(op.operands) if o.differentiable) & ~tile.dense
-    if kind == "vjp" and shared:
+    shared = sum(1 << k for k in op.scattered(kind)) & ~tile.dense
+    if shared:
         return GPU_RUN, -(-tile.count // GPU_RUN)
     return 1, 1
 
@@ -627,27 +676,98 @@ def _operand_params(operands: Operands, first: int = 1, step: int = 2, buffers=N
 
 
 def _result_params(operands: Operands, first: int, pointers, total: int | None = None):
+    """Array parameters for one array per result (the results, their tangents or their
+    cotangents): over the launch's result elements, or `total` of them (partial sums), or,
+    for a result like operand k, over operand k's elements, moving with its tile offset."""
     total = operands.plan.results if total is None else total
+    op = operands.op
     return [
-        (first + k, ptr, r.element, total, None)
-        for k, (r, ptr) in enumerate(zip(operands.op.results, pointers))
+        (first + j, ptr, r.element, total, None)
+        if k is None
+        else (first + j, ptr, r.element, _elements(operands.shapes[k], r.element), k)
+        for j, (r, ptr, k) in enumerate(zip(op.results, pointers, op.like))
     ]
 
 
 # --- the three products -------------------------------------------------------------------
 
 
-def forward(operands: Operands, allocate: Allocator) -> list[Any]:
-    """Run the op; return its results as the arrays that `allocate` made."""
+def forward(
+    operands: Operands, allocate: Allocator, allocate_zeros: Allocator | None = None
+) -> list[Any]:
+    """Run the op; return its results as the arrays that `allocate` made (those of an op
+    whose results are `like` operands and add into them: `allocate_zeros`, where added)."""
     op = operands.op
+    params = _operand_params(operands)
+    if op.scatters:
+        first = 1 + 2 * len(op.operands)
+        return _scattering(operands, "forward", params, first, allocate, allocate_zeros)
     results = [
         allocate(operands.result_shape(k), operands.scalar, operands.device)
         for k in range(len(op.results))
     ]
     if operands.plan.results:
-        params, pointers = _operand_params(operands), [ptr for _, ptr in results]
+        pointers = [ptr for _, ptr in results]
         _launch_product(operands, "forward", params, 1 + 2 * len(op.operands), pointers, allocate)
     return [native for native, _ in results]
+
+
+def _scattering(
+    operands: Operands,
+    kind: str,
+    params,
+    first: int,
+    allocate: Allocator,
+    allocate_zeros: Allocator | None,
+) -> list[Any]:
+    """The forward or tangent of an op whose results are `like` operands, given every
+    array parameter but the results (parameters `first`...): each result is stored where
+    its operand is dense, else added into from zeros."""
+    op = operands.op
+    if allocate_zeros is None:
+        raise TypeError(f"{op.name}: its results add into arrays; pass allocate_zeros")
+    dense = dense_operands(operands.plan)
+    results = [
+        (allocate if dense >> k & 1 else allocate_zeros)(
+            operands.shapes[k], operands.scalar, operands.device
+        )
+        for k in op.like
+    ]
+    if operands.plan.size:
+        outputs = [
+            (first + j, Buffer(ptr, operands.shapes[k], "", operands.device, native), k)
+            for j, ((native, ptr), k) in enumerate(zip(results, op.like))
+        ]
+        _run_scattered(operands, kind, params, outputs)
+    return [native for native, _ in results]
+
+
+def _run_scattered(operands: Operands, kind: str, params, outputs) -> None:
+    """Launch `kind` given every array parameter but `outputs`: (parameter index, Buffer,
+    operand k) for each array the kernel adds into in operand k's shape (`Op.scattered`;
+    a null Buffer pointer where not needed). On CPU, split over the thread pool, with
+    partial sums per thread for the arrays that every thread adds into."""
+    # Deep grids loop over overlapping outer tiles: they stay on one thread.
+    deep = len(operands.plan.grid) > _indexing.MAX_GRID_DIMS
+    parts = 1 if deep else _parts(operands)
+    by_operand: list[Buffer | None] = [None] * len(operands.op.operands)
+    for _, buffer, k in outputs:
+        by_operand[k] = buffer if buffer.ptr else None
+    partials = _partial_sums(operands, by_operand, parts)
+    element = [o.element for o in operands.op.operands]
+    params = params + [
+        (
+            index,
+            partials[k].pointer if k in partials else buffer.ptr,
+            element[k],
+            _elements(buffer.shape, element[k]) if buffer.ptr else 0,
+            k,
+        )
+        for index, buffer, k in outputs
+    ]
+    _run(operands, kind, params, parts)
+    for partial in partials.values():
+        partial.add_into_total()
 
 
 def _launch_product(operands: Operands, kind: str, params, first_result: int, pointers, allocate):
@@ -708,23 +828,18 @@ def vjp(
         _cotangent(operands, k, g, allocate_zeros) for k, g in enumerate(cotangents)
     ]
     if operands.plan.size and any(needed):
-        grad_buffers = [
-            None if g is None else Buffer(g[1], shape, "", operands.device, g[0])
-            for g, shape in zip(grads, operands.shapes)
-        ]
-        # Deep grids loop over overlapping outer tiles: their VJP stays on one thread.
-        deep = len(operands.plan.grid) > _indexing.MAX_GRID_DIMS
-        parts = 1 if deep else _parts(operands)
-        partials = _partial_sums(operands, grad_buffers, parts)
+        n = len(op.operands)
         cotangent_pointers = [c.ptr for c in cotangent_buffers]
-        params, grad_params = backward_params(operands, cotangent_pointers, grad_buffers)
-        params += [
-            (index, partials[k].pointer if k in partials else ptr, element, total, k)
-            for index, ptr, element, total, k in grad_params
+        params = _operand_params(operands)
+        params += _result_params(operands, 1 + 2 * n, cotangent_pointers)
+        first = 1 + 2 * n + len(op.results)
+        outputs = [
+            (first + k, Buffer(0, shape, "", operands.device, None), k)
+            if g is None
+            else (first + k, Buffer(g[1], shape, "", operands.device, g[0]), k)
+            for k, (g, shape) in enumerate(zip(grads, operands.shapes))
         ]
-        _run(operands, "vjp", params, parts)
-        for partial in partials.values():
-            partial.add_into_total()
+        _run_scattered(operands, "vjp", params, outputs)
     return [None if grad is None else grad[0] for grad in grads]
 
 
@@ -796,16 +911,24 @@ def jvp(
     tangents: Sequence[Any | None],
     allocate: Allocator,
     allocate_zeros: Allocator,
+    allocate_scratch: Allocator | None = None,
 ) -> list[Any]:
     """Forward-mode product: the results' tangents for one tangent per operand (None
-    means zero), each tangent shaped like its operand."""
+    means zero), each tangent shaped like its operand. (Results `like` operands are added
+    into from `allocate_zeros`'s arrays; a zero tangent comes from `allocate_scratch`'s,
+    by default `allocate_zeros`'s, for a caller whose zeroed arrays are its outputs.)"""
     op = operands.op
     if not op.differentiable:
         raise TypeError(f"{op.name} is not differentiable")
     n = len(op.operands)
     # An operand the op is not differentiable in moves nothing: its tangent counts as zero.
     tangents = [t if o.differentiable else None for t, o in zip(tangents, op.operands)]
-    tangent_buffers = [_tangent(operands, k, t, allocate_zeros) for k, t in enumerate(tangents)]
+    scratch = allocate_scratch or allocate_zeros
+    tangent_buffers = [_tangent(operands, k, t, scratch) for k, t in enumerate(tangents)]
+    if op.scatters:
+        params = _operand_params(operands)
+        params += _operand_params(operands, 1 + 2 * n, 1, tangent_buffers)
+        return _scattering(operands, "tangent", params, 1 + 3 * n, allocate, allocate_zeros)
     results = [
         allocate(operands.result_shape(k), operands.scalar, operands.device)
         for k in range(len(op.results))

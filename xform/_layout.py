@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ._op import VARIADIC, Op, Operand
+from ._spec import VARIADIC, Operand
+
+if TYPE_CHECKING:
+    from ._op import Op
 
 # Warp indexes launches and arrays with 32-bit integers.
 MAX_ELEMENTS = 2**31 - 1
@@ -207,6 +211,10 @@ def plan_launch(op: Op, shapes: list[tuple[int, ...]], prefix: int = 0) -> Launc
 
 
 def result_shapes(op: Op, shapes: list[tuple[int, ...]], prefix: int = 0):
-    """The full shape of every result, for operands of these shapes."""
+    """The full shape of every result, for operands of these shapes (a result `like` an
+    operand has its shape)."""
     batch = plan_launch(op, shapes, prefix).batch_shape
-    return [batch + result.element for result in op.results]
+    return [
+        batch + result.element if k is None else tuple(shapes[k])
+        for result, k in zip(op.results, op.like)
+    ]

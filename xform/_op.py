@@ -13,7 +13,8 @@ Leading-dimension layouts (`batch`) are tuples of group names:
 - any other name (``"B"``, ``"N"``): exactly one dimension, broadcast by size 1 among
   the operands that carry the same name.
 
-A result's layout lists the groups that make up its leading shape, in order.
+A result's layout lists the groups that make up its leading shape, in order. A result
+`like` an operand has that operand's shape instead (see `Result`).
 """
 
 from __future__ import annotations
@@ -31,50 +32,10 @@ from typing import Any
 
 import warp as wp
 
-VARIADIC = "..."
+from . import _api
+from ._spec import VARIADIC, Operand, Result
 
-
-@dataclass(frozen=True)
-class Operand:
-    """An array operand of an op: its element shape (`()` a scalar, `(n,)` a vector,
-    `(n, m)` a matrix) and how its leading dimensions broadcast.
-
-    - `batch`: the leading-dimension layout (see the module docstring).
-    - `single`: cuRobo's single pose; leading dims must be `()` or `(1,)`, and do not
-      reach the result.
-    - `prepare`: a one-operand, one-result op whose element function maps this operand's
-      element to the value the op's function receives (a quaternion to its rotation
-      matrix, say). Kernels that loop over runs compute it once per distinct element;
-      its derivatives come from the preparing op (closed forms where it has them).
-
-    `define_op` fills in `name` and `differentiable`.
-    """
-
-    element: tuple[int, ...]
-    batch: tuple[str, ...] = (VARIADIC,)
-    single: bool = False
-    prepare: Op | None = None
-    name: str = ""
-    differentiable: bool = True
-
-    def expected_shape(self) -> str:
-        if self.single:
-            return f"{self.element} or {(1, *self.element)}"
-        return "(" + ", ".join([*self.batch, *map(str, self.element)]) + ")"
-
-    @property
-    def value_element(self) -> tuple[int, ...]:
-        """The element shape the op's function receives (after `prepare`)."""
-        return self.element if self.prepare is None else self.prepare.results[0].element
-
-
-@dataclass(frozen=True)
-class Result:
-    """An array result of an op: its element shape and leading-dimension layout."""
-
-    element: tuple[int, ...]
-    batch: tuple[str, ...] = (VARIADIC,)
-    name: str = ""
+__all__ = ["VARIADIC", "Op", "OpFamily", "Operand", "Result", "define_op", "on_define"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -104,6 +65,10 @@ class Op:
     # Each framework adapter's function of this op, by framework, made once: a plain
     # attribute, so that torch.compile traces a call through it without re-making it.
     adapters: dict[str, Callable] = field(default_factory=dict, repr=False)
+    # For a product of another op (`_products.py`): that op and the product ("vjp" or
+    # "tangent"). A product's own derivatives are second derivatives of that op; a
+    # product is never differentiated twice.
+    product_of: tuple[Op, str] | None = field(default=None, repr=False)
 
     @property
     def differentiable(self) -> bool:
@@ -126,6 +91,27 @@ class Op:
     def launch_batch(self) -> tuple[str, ...]:
         """The groups a launch covers: the results', then those summed over (innermost)."""
         return self.results[0].batch + self.reduced
+
+    @functools.cached_property
+    def like(self) -> tuple[int | None, ...]:
+        """For each result, the index of the operand it is `like` (None: a plain result)."""
+        names = [o.name for o in self.operands]
+        return tuple(names.index(r.like) if r.like else None for r in self.results)
+
+    @property
+    def scatters(self) -> bool:
+        """Whether the results are `like` operands (added into, where those are broadcast)."""
+        return self.like[0] is not None
+
+    def scattered(self, product: str) -> tuple[int, ...]:
+        """The operands whose shape the arrays that `product`'s kernels add into have: the
+        differentiable operands for a VJP (their gradients), the operands the results are
+        `like` for the forward and the tangent of an op that scatters; else none."""
+        if product == "vjp":
+            return tuple(k for k, o in enumerate(self.operands) if o.differentiable)
+        if self.scatters:
+            return tuple(k for k in self.like if k is not None)
+        return ()
 
     @property
     def differentiable_operands(self) -> tuple[str, ...]:
@@ -157,13 +143,25 @@ class Op:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) != len(self.operands):
             args = self.signature.bind(*args, **kwargs).args
-        from . import _api
-
         return _api.apply(self, args)
 
     def __repr__(self) -> str:
         operands = ", ".join(f"{o.name}{o.expected_shape()}" for o in self.operands)
         return f"xform.Op({self.name}: {operands})"
+
+
+class _OpDoc:
+    """`Op.__doc__`: the class's docstring on the class, and on an op its own (its formula,
+    arguments and results), which `help(op)` shows."""
+
+    def __get__(self, op: Op | None, cls: type) -> str:
+        if op is None:
+            return cls.class_doc
+        return op.docstring("none (not differentiable)")
+
+
+Op.class_doc = Op.__doc__
+Op.__doc__ = _OpDoc()  # type: ignore[assignment]
 
 
 @dataclass(frozen=True, eq=False)
@@ -295,7 +293,7 @@ def define_op(
     element shapes: `()` a scalar, `(n,)` a `wp.vector`, `(n, m)` a `wp.matrix`; leading
     dimensions of all operands broadcast by NumPy rules, and results take the broadcast
     shape. An `Operand` or `Result` in place of a shape sets more (batch layouts, cuRobo's
-    single pose, a prepared operand).
+    single pose, a prepared operand, results shaped like the operands as a VJP's are).
 
     Sums: results whose batch layout leaves out a named group of the operands' (operands
     `("...", "N")`, results `("...",)`) are sums of `function`'s values over that group,
@@ -318,8 +316,31 @@ def define_op(
     cuRobo's optional preallocated buffers (PyTorch only).
 
     Returns an `xform.Op`, callable on NumPy, Warp, PyTorch and JAX arrays and accepted
-    by `xform.vjp` and `xform.jvp`.
+    by `xform.vjp` and `xform.jvp`. With closed-form `tangent` and `vjp` (written without
+    `wp.grad`), it is differentiable twice in every framework (`_products.py`).
     """
+    return _define_op(
+        name, function, operands, results, tangent, vjp, differentiable, doc,
+        runs=runs, result_buffers=result_buffers, gradient_buffers=gradient_buffers,
+    )  # fmt: skip
+
+
+def _define_op(
+    name: str,
+    function: wp.Function,
+    operands: Mapping[str, tuple[int, ...] | Operand],
+    results: Mapping[str, tuple[int, ...] | Result],
+    tangent: wp.Function | None = None,
+    vjp: wp.Function | None = None,
+    differentiable: Sequence[str] | None = None,
+    doc: str | None = None,
+    *,
+    runs: bool = False,
+    result_buffers: Sequence[str] = (),
+    gradient_buffers: Sequence[str] = (),
+    product_of: tuple[Op, str] | None = None,
+) -> Op:
+    """`define_op`, and for `_products.py` the op it makes a product `product_of`."""
     if not _is_name(name):
         raise ValueError(f"xform.define_op: name {name!r} must be a Python identifier")
     operand_specs = _specs(name, "operands", operands, Operand)
@@ -341,6 +362,7 @@ def define_op(
     if len({*names, *(x.name for x in result_specs)}) != n + r:
         raise _error(name, "operand and result names must be distinct")
     _check_layouts(name, operand_specs, result_specs, runs)
+    _check_like(name, operand_specs, result_specs)
     for o in operand_specs:
         _check_prepare(name, o, o.name in differentiable)
     operand_specs = [
@@ -353,7 +375,26 @@ def define_op(
     bad = [b for b in (*result_buffers, *gradient_buffers) if not _is_name(b)]
     if bad:
         raise _error(name, f"buffer names {bad} are not Python identifiers")
+    definition = (
+        name,
+        _fingerprint(function),
+        _fingerprint(tangent),
+        _fingerprint(vjp),
+        tuple(_spec_fingerprint(o) for o in operand_specs),
+        tuple(_spec_fingerprint(x) for x in result_specs),
+        doc,
+        runs,
+        tuple(result_buffers),
+        tuple(gradient_buffers),
+        product_of,
+    )
     with _lock:
+        # The same definition again (a notebook cell run twice) is the same op: no new
+        # kernels, modules or custom ops. A different one under a taken name is a new op,
+        # and both stay usable.
+        same = _definitions.get(definition)
+        if same is not None:
+            return same
         taken = {op.key for op in DEFINED}
         key = name
         while key in taken:
@@ -370,11 +411,74 @@ def define_op(
             result_buffers=tuple(result_buffers),
             gradient_buffers=tuple(gradient_buffers),
             key=key,
+            product_of=product_of,
         )
         for listener in list(_listeners):  # a listener's failure leaves no half-made op
             listener(op)
         DEFINED.append(op)
+        _definitions[definition] = op
     return op
+
+
+_definitions: dict[tuple, Op] = {}
+
+
+def _fingerprint(function: wp.Function | None, seen: frozenset = frozenset()) -> tuple:
+    """What a Warp function computes: its key and compiled code (bytecode and constants,
+    not line numbers or comments), and the fingerprints of the Warp functions and the
+    values it names (a helper edited and run again changes the fingerprint of the
+    functions that call it). Two functions made from the same source (a cell run twice)
+    have one fingerprint. Cheap: no source is read."""
+    if function is None:
+        return ()
+    python = getattr(function, "func", None)
+    if python is None or function.key in seen:
+        return (function.key, id(function) if python is None else "recursive")
+    seen = seen | {function.key}
+
+    def value_print(value):
+        if isinstance(value, wp.Function):
+            return _fingerprint(value, seen)
+        if isinstance(value, (bool, int, float, str)):
+            return repr(value)
+        return id(value)
+
+    named = [
+        (name, value_print(value))
+        for name in sorted(_names(python.__code__))
+        if (value := python.__globals__.get(name)) is not None
+        and not inspect.ismodule(value)
+        and (isinstance(value, wp.Function) or not callable(value))
+    ]
+    # What a function made in a loop or a factory captures (a robot's constants, say).
+    captured = tuple(value_print(cell.cell_contents) for cell in python.__closure__ or ())
+    defaults = tuple(value_print(v) for v in python.__defaults__ or ())
+    return (function.key, _code(python.__code__), tuple(named), captured, defaults)
+
+
+def _code(code) -> tuple:
+    """A code object's instructions and constants (nested code objects in turn)."""
+    constants = tuple(_code(c) if inspect.iscode(c) else repr(c) for c in code.co_consts)
+    return (code.co_code, constants, code.co_names, code.co_varnames)
+
+
+def _names(code) -> set[str]:
+    """The global names a function's code (nested code included) reads."""
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if inspect.iscode(c):
+            names |= _names(c)
+    return names
+
+
+def _spec_fingerprint(spec: Operand | Result) -> tuple:
+    fields = (
+        dataclasses.astuple(dataclasses.replace(spec, prepare=None))
+        if isinstance(spec, Operand)
+        else dataclasses.astuple(spec)
+    )
+    prepare = getattr(spec, "prepare", None)
+    return (type(spec).__name__, fields, None if prepare is None else id(prepare))
 
 
 def _is_name(name) -> bool:
@@ -408,6 +512,38 @@ def _check_layouts(name: str, operands: list[Operand], results: list[Result], ru
             )
     if reduced and runs:
         raise _error(name, "an op that sums over a group does not loop over runs")
+
+
+def _check_like(name: str, operands: list[Operand], results: list[Result]) -> None:
+    """Results `like` operands: all of them or none, each like its own operand, of that
+    operand's element shape; no prepared operand; no sum over a group."""
+    like = [r for r in results if r.like]
+    if not like:
+        return
+    names = {o.name: o for o in operands}
+    if len(like) != len(results):
+        raise _error(name, "either every result is `like` an operand or none is")
+    for r in results:
+        operand = names.get(r.like)
+        if operand is None:
+            raise _error(name, f"result '{r.name}' is like '{r.like}', which is not an operand")
+        if operand.element != r.element:
+            raise _error(
+                name,
+                f"result '{r.name}' has element shape {r.element} but is like '{r.like}', "
+                f"of element shape {operand.element}",
+            )
+    if len({r.like for r in results}) != len(results):
+        raise _error(name, "two results are like one operand")
+    if any(o.prepare is not None for o in operands):
+        raise _error(name, "an op whose results are like its operands takes no prepared operand")
+    groups = {g for o in operands if not o.single for g in o.batch}
+    if set(results[0].batch) != groups:
+        raise _error(
+            name,
+            f"the results are like operands, so their batch layout {results[0].batch} must "
+            f"list every operand group {sorted(groups)}",
+        )
 
 
 def _check_prepare(name: str, operand: Operand, differentiable: bool) -> None:

@@ -227,10 +227,26 @@ class Recorder:
         return [(at, *self.locate(data))] if data else []
 
 
+# warp-lang versions (major.minor) whose internals the native paths were tested against:
+# the CPU entry points called with a struct built here, the recorded programs, the JAX
+# handler. On any other version those paths stand aside for Warp's own.
+TESTED_WARP = ("1.19",)
+
+
+def warp_tested() -> bool:
+    """Whether the running warp-lang is a version the native paths were tested with."""
+    import warp
+
+    return ".".join(warp.config.version.split(".")[:2]) in TESTED_WARP
+
+
 def argument_struct(launch) -> ctypes.Structure | None:
     """The struct of arguments that Warp's CPU `invoke` passes a launch's entry point,
     filled from the launch's parameters as they stand: a field per kernel argument, named
-    by its label. None where the parameters do not match the kernel's arguments."""
+    by its label. None where the parameters do not match the kernel's arguments, or
+    where this warp-lang is not a tested version (then Warp's own launch runs)."""
+    if not warp_tested():
+        return None
     params = launch.params
     fields = [(arg.label, type(p)) for arg, p in zip(launch.kernel.adj.args, params[1:])]
     if len(fields) != len(params) - 1:

@@ -21,13 +21,14 @@ from typing import ClassVar, TypeVar
 
 import numpy as np
 
-from .. import _api, _interop
+from .. import _interop
+from .._functions import FUNCTIONS as _CORE_FUNCTIONS
 
 Self = TypeVar("Self", bound="LieGroup")
 
 # The frameworks a group may hold, and each one's functions of the ops.
 FRAMEWORKS = ("numpy", "torch", "jax")
-_FUNCTIONS: dict[str, dict[str, Callable]] = {"numpy": _api.FUNCTIONS}
+_FUNCTIONS: dict[str, dict[str, Callable]] = {"numpy": _CORE_FUNCTIONS}
 _FLOATS = ("float32", "float64")
 
 
@@ -39,7 +40,7 @@ def _functions(kind: str) -> dict[str, Callable]:
             from ..backends import torch as adapter
         else:
             from ..backends import jax as adapter
-        functions = _FUNCTIONS[kind] = {name: getattr(adapter, name) for name in _api.FUNCTIONS}
+        functions = _FUNCTIONS[kind] = {name: getattr(adapter, name) for name in _CORE_FUNCTIONS}
     return functions
 
 

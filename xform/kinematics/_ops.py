@@ -1,6 +1,9 @@
 """Forward kinematics and Jacobians of a kinematic tree as xform ops: one kernel launch per
 call, whatever the number of links. Each thread walks the whole tree for its configuration,
-root to leaves, in its own registers and stack.
+root to leaves, in its own registers and stack. Every loop runs over the links with a
+bound fixed by the op's shapes (a path to the root is the links on it, in reverse order),
+so that Warp can unroll it when it differentiates these closed forms again (second
+derivatives: its adjoint of a loop whose bound is only known at run time would be wrong).
 
 Operands: `q (..., dof)` and the model's constant table `(n_links, 15)` (`_urdf.Model.table`:
 one row per link, the joint from its parent), whose leading shape is `()`: it broadcasts
@@ -249,20 +252,23 @@ def jacobian(q: Any, model: Any, link: Any):
     positions, quaternions = link_poses(q, model)
     result = wp.matrix(shape=(6, len(q)), dtype=type(q[0]))
     zero = type(positions[0])()
-    i = link_index(link, len(model))
-    target = positions[i]
-    while i > 0:
-        row = model[i]
-        kind = wp.int32(row[KIND])
-        if kind != FIXED:
-            direction = joint_direction(row, quaternions[i])
-            column = row_index(row, len(q))
-            if kind == REVOLUTE:
-                arm = target - positions[i]
-                result = column_add(result, column, wp.cross(direction, arm), direction)
-            else:
-                result = column_add(result, column, direction, zero)
-        i = row_parent(row, i)
+    n = len(model)
+    on_path = link_index(link, n)
+    target = positions[on_path]
+    for step in range(1, n):
+        i = n - step
+        if i == on_path:
+            row = model[i]
+            kind = wp.int32(row[KIND])
+            if kind != FIXED:
+                direction = joint_direction(row, quaternions[i])
+                column = row_index(row, len(q))
+                if kind == REVOLUTE:
+                    arm = target - positions[i]
+                    result = column_add(result, column, wp.cross(direction, arm), direction)
+                else:
+                    result = column_add(result, column, direction, zero)
+            on_path = row_parent(row, i)
     return result
 
 
@@ -272,23 +278,26 @@ def jacobian_tangent(q: Any, model: Any, link: Any, dq: Any, d_model: Any, d_lin
     angular, linear = link_velocities(q, model, dq, positions, quaternions)
     result = wp.matrix(shape=(6, len(q)), dtype=type(q[0]))
     zero = type(positions[0])()
-    i = link_index(link, len(model))
-    target = positions[i]
-    target_velocity = linear[i]
-    while i > 0:
-        row = model[i]
-        kind = wp.int32(row[KIND])
-        if kind != FIXED:
-            direction = joint_direction(row, quaternions[i])
-            turn = wp.cross(angular[i], direction)  # the direction's rate
-            column = row_index(row, len(q))
-            if kind == REVOLUTE:
-                arm = target - positions[i]
-                top = wp.cross(turn, arm) + wp.cross(direction, target_velocity - linear[i])
-                result = column_add(result, column, top, turn)
-            else:
-                result = column_add(result, column, turn, zero)
-        i = row_parent(row, i)
+    n = len(model)
+    on_path = link_index(link, n)
+    target = positions[on_path]
+    target_velocity = linear[on_path]
+    for step in range(1, n):
+        i = n - step
+        if i == on_path:
+            row = model[i]
+            kind = wp.int32(row[KIND])
+            if kind != FIXED:
+                direction = joint_direction(row, quaternions[i])
+                turn = wp.cross(angular[i], direction)  # the direction's rate
+                column = row_index(row, len(q))
+                if kind == REVOLUTE:
+                    arm = target - positions[i]
+                    top = wp.cross(turn, arm) + wp.cross(direction, target_velocity - linear[i])
+                    result = column_add(result, column, top, turn)
+                else:
+                    result = column_add(result, column, turn, zero)
+            on_path = row_parent(row, i)
     return result
 
 
@@ -297,27 +306,30 @@ def jacobian_vjp(q: Any, model: Any, link: Any, g_jacobian: Any):
     positions, quaternions = link_poses(q, model)
     force = type(positions)()
     torque = type(positions)()
-    last = link_index(link, len(model))
-    i = last
-    target = positions[i]
-    while i > 0:
-        row = model[i]
-        kind = wp.int32(row[KIND])
-        if kind != FIXED:
-            direction = joint_direction(row, quaternions[i])
-            column = row_index(row, len(q))
-            g_top = column_top(g_jacobian, column)
-            if kind == REVOLUTE:
-                # <g_top, (w x d) x r + d x (v_L - v_i)> + <g_bottom, w x d>
-                arm = target - positions[i]
-                g_bottom = column_bottom(g_jacobian, column)
-                torque[i] = torque[i] + wp.cross(direction, wp.cross(arm, g_top) + g_bottom)
-                push = wp.cross(g_top, direction)
-                force[last] = force[last] + push
-                force[i] = force[i] - push
-            else:
-                torque[i] = torque[i] + wp.cross(direction, g_top)
-        i = row_parent(row, i)
+    n = len(model)
+    last = link_index(link, n)
+    on_path = last
+    target = positions[last]
+    for step in range(1, n):
+        i = n - step
+        if i == on_path:
+            row = model[i]
+            kind = wp.int32(row[KIND])
+            if kind != FIXED:
+                direction = joint_direction(row, quaternions[i])
+                column = row_index(row, len(q))
+                g_top = column_top(g_jacobian, column)
+                if kind == REVOLUTE:
+                    # <g_top, (w x d) x r + d x (v_L - v_i)> + <g_bottom, w x d>
+                    arm = target - positions[i]
+                    g_bottom = column_bottom(g_jacobian, column)
+                    torque[i] = torque[i] + wp.cross(direction, wp.cross(arm, g_top) + g_bottom)
+                    push = wp.cross(g_top, direction)
+                    force[last] = force[last] + push
+                    force[i] = force[i] - push
+                else:
+                    torque[i] = torque[i] + wp.cross(direction, g_top)
+            on_path = row_parent(row, i)
     gradient = pull_back(q, model, positions, quaternions, force, torque)
     return gradient, type(model)(), type(link)(0.0)
 

@@ -95,6 +95,7 @@ FAMILIES = {
         conversions.MATRIX_TO_ROTATION_6D,
         conversions.MATRIX_TO_POSE,
         conversions.QUATERNION_RATE_TO_AXIS_ANGLE_RATE,
+        conversions.QUATERNION_RATE_TO_ANGULAR_VELOCITY,
         interpolation.QUATERNION_SLERP,
         interpolation.POSE_INTERPOLATE,
         registration.SPECIAL_PROCRUSTES,

@@ -10,6 +10,8 @@ from .quaternion import (
     quat_conjugate,
     quat_matrix_vjp,
     quat_multiply,
+    quat_normalize,
+    quat_normalize_tangent,
     quat_to_matrix,
     quat_to_matrix_tangent,
     vector_part,
@@ -238,18 +240,88 @@ def matrix_to_rotation_6d(m: Any):
 
 
 @wp.func
-def matrix_to_pose(m: Any):
-    rotation = wp.matrix(
+def matrix_to_rotation_6d_tangent(m: Any, dm: Any):
+    """Linear: the first two rows of dm."""
+    return matrix_to_rotation_6d(dm)
+
+
+@wp.func
+def matrix_to_rotation_6d_vjp(m: Any, g: Any):
+    """The transpose of taking the first two rows: g in them, zeros in the third."""
+    zero = type(g[0])(0.0)
+    return wp.matrix(
+        g[0], g[1], g[2], g[3], g[4], g[5], zero, zero, zero, shape=(3, 3)
+    )  # fmt: skip
+
+
+@wp.func
+def rotation_block(m: Any):
+    """The top-left 3x3 block of a 4x4 matrix."""
+    return wp.matrix(
         m[0, 0], m[0, 1], m[0, 2], m[1, 0], m[1, 1], m[1, 2], m[2, 0], m[2, 1], m[2, 2],
         shape=(3, 3),
     )  # fmt: skip
-    return wp.vector(m[0, 3], m[1, 3], m[2, 3]), matrix_to_quat(rotation)
+
+
+@wp.func
+def matrix_to_pose_tangent(m: Any, dm: Any):
+    return (
+        wp.vector(dm[0, 3], dm[1, 3], dm[2, 3]),
+        matrix_to_quat_tangent(rotation_block(m), rotation_block(dm)),
+    )
+
+
+@wp.func
+def matrix_to_pose_vjp(m: Any, g_position: Any, g_quaternion: Any):
+    r = matrix_to_quat_vjp(rotation_block(m), g_quaternion)
+    zero = type(g_position[0])(0.0)
+    return wp.matrix(
+        r[0, 0], r[0, 1], r[0, 2], g_position[0],
+        r[1, 0], r[1, 1], r[1, 2], g_position[1],
+        r[2, 0], r[2, 1], r[2, 2], g_position[2],
+        zero, zero, zero, zero,
+        shape=(4, 4),
+    )  # fmt: skip
+
+
+@wp.func
+def matrix_to_pose(m: Any):
+    return wp.vector(m[0, 3], m[1, 3], m[2, 3]), matrix_to_quat(rotation_block(m))
 
 
 @wp.func
 def rate_to_angular_velocity(q: Any, dq: Any):
     """2 vec(q* dq): for a unit q moving at dq, the angular velocity in q's own frame."""
     return type(q[0])(2.0) * vector_part(quat_multiply(quat_conjugate(q), dq))
+
+
+@wp.func
+def rate_to_angular_velocity_tangent(q: Any, dq: Any, d_q: Any, d_dq: Any):
+    """Bilinear in (q, dq)."""
+    return rate_to_angular_velocity(d_q, dq) + rate_to_angular_velocity(q, d_dq)
+
+
+@wp.func
+def rate_to_axis_angle_rate(quaternion_rate: Any, current_quaternion: Any):
+    """cuRobo's 0.5 vec(q* dq) for q the current quaternion normalised: the transpose of
+    the Jacobian of q exp(delta) in delta at 0, which maps a quaternion's gradient to the
+    rotation vector's."""
+    q = quat_normalize(current_quaternion)
+    half = type(q[0])(0.5)
+    return half * vector_part(quat_multiply(quat_conjugate(q), quaternion_rate))
+
+
+@wp.func
+def rate_to_axis_angle_rate_tangent(
+    quaternion_rate: Any, current_quaternion: Any, d_rate: Any, d_current: Any
+):
+    q = quat_normalize(current_quaternion)
+    dq = quat_normalize_tangent(current_quaternion, d_current)
+    half = type(q[0])(0.5)
+    conjugate = quat_conjugate(q)
+    return half * vector_part(
+        quat_multiply(quat_conjugate(dq), quaternion_rate) + quat_multiply(conjugate, d_rate)
+    )
 
 
 ROTATION_6D_TO_MATRIX = define_op(
@@ -268,6 +340,8 @@ MATRIX_TO_ROTATION_6D = define_op(
     matrix_to_rotation_6d,
     operands={"matrix": (3, 3)},
     results={"out_d6": (6,)},
+    tangent=matrix_to_rotation_6d_tangent,
+    vjp=matrix_to_rotation_6d_vjp,
     doc="The first two rows of the matrix (pytorch3d's convention).",
 )
 MATRIX_TO_POSE = define_op(
@@ -275,14 +349,27 @@ MATRIX_TO_POSE = define_op(
     matrix_to_pose,
     operands={"matrix": (4, 4)},
     results={"out_position": (3,), "out_quaternion": (4,)},
+    tangent=matrix_to_pose_tangent,
+    vjp=matrix_to_pose_vjp,
     doc="(the top-right column, Shepperd's quaternion of the top-left block, w >= 0): the "
     "inverse of pose_to_matrix for rigid input.",
 )
 QUATERNION_RATE_TO_AXIS_ANGLE_RATE = define_op(
     "quaternion_rate_to_axis_angle_rate",
+    rate_to_axis_angle_rate,
+    operands={"quaternion_rate": (4,), "current_quaternion": (4,)},
+    results={"out_axis_angle_rate": (3,)},
+    tangent=rate_to_axis_angle_rate_tangent,
+    doc="cuRobo's name, argument order and values: 0.5 vec(q* dq) for q the current "
+    "quaternion normalised, the transpose of the Jacobian of q exp(delta) in the rotation "
+    "vector delta at 0, which maps a quaternion's gradient dq to the rotation vector's. "
+    "(The angular velocity of q moving at dq is quaternion_rate_to_angular_velocity.)",
+)
+QUATERNION_RATE_TO_ANGULAR_VELOCITY = define_op(
+    "quaternion_rate_to_angular_velocity",
     rate_to_angular_velocity,
     operands={"quaternion": (4,), "quaternion_rate": (4,)},
-    results={"out_axis_angle_rate": (3,)},
-    doc="cuRobo's 2 vec(q* dq): for a unit quaternion q moving at dq, the angular velocity "
-    "in q's frame.",
+    results={"out_angular_velocity": (3,)},
+    tangent=rate_to_angular_velocity_tangent,
+    doc="2 vec(q* dq): for a unit quaternion q moving at dq, the angular velocity in q's frame.",
 )

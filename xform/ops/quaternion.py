@@ -189,6 +189,37 @@ def quat_standardize(q: Any):
     return q
 
 
+@wp.func
+def quat_standardize_tangent(q: Any, dq: Any):
+    """dq with the sign that quat_standardize gives q; also its VJP (a sign is symmetric)."""
+    if q[0] < type(q[0])(0.0):
+        return -dq
+    return dq
+
+
+@wp.func
+def quat_conjugate_tangent(q: Any, dq: Any):
+    """Linear: the conjugate of dq; also its VJP (conjugation is symmetric)."""
+    return quat_conjugate(dq)
+
+
+@wp.func
+def quat_inverse_tangent(q: Any, dq: Any):
+    """d(q* / |q|^2) = (dq* - 2 (q . dq) / |q|^2 q*) / |q|^2."""
+    inverse_n2 = type(q[0])(1.0) / wp.dot(q, q)
+    two = type(q[0])(2.0)
+    return (
+        quat_conjugate(dq) - (two * wp.dot(q, dq) * inverse_n2) * quat_conjugate(q)
+    ) * inverse_n2
+
+
+@wp.func
+def quat_inverse_vjp(q: Any, g: Any):
+    inverse_n2 = type(q[0])(1.0) / wp.dot(q, q)
+    two = type(q[0])(2.0)
+    return (quat_conjugate(g) - (two * wp.dot(quat_conjugate(q), g) * inverse_n2) * q) * inverse_n2
+
+
 QUATERNION_MULTIPLY = define_op(
     "quaternion_multiply",
     quat_multiply,
@@ -204,6 +235,8 @@ QUATERNION_CONJUGATE = define_op(
     quat_conjugate,
     operands={"quaternion": (4,)},
     results={"out_quaternion": (4,)},
+    tangent=quat_conjugate_tangent,
+    vjp=quat_conjugate_tangent,
     doc="[w, -x, -y, -z].",
 )
 
@@ -212,6 +245,8 @@ QUATERNION_INVERSE = define_op(
     quat_inverse,
     operands={"quaternion": (4,)},
     results={"out_quaternion": (4,)},
+    tangent=quat_inverse_tangent,
+    vjp=quat_inverse_vjp,
     doc="q* / |q|^2, so that q q^-1 = [1, 0, 0, 0].",
 )
 
@@ -230,6 +265,8 @@ QUATERNION_STANDARDIZE = define_op(
     quat_standardize,
     operands={"quaternion": (4,)},
     results={"out_quaternion": (4,)},
+    tangent=quat_standardize_tangent,
+    vjp=quat_standardize_tangent,
     doc="q with its sign flipped where w < 0, so that w >= 0 (the same rotation).",
 )
 

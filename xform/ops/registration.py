@@ -135,6 +135,38 @@ def unweighted_sums(points: Any, targets: Any):
 
 
 @wp.func
+def weighted_sums_tangent(
+    points: Any, targets: Any, weights: Any, d_points: Any, d_targets: Any, d_weights: Any
+):
+    return (
+        d_weights,
+        d_weights * points + weights * d_points,
+        d_weights * targets + weights * d_targets,
+    )
+
+
+@wp.func
+def weighted_sums_vjp(
+    points: Any, targets: Any, weights: Any, g_total: Any, g_point: Any, g_target: Any
+):
+    return (
+        weights * g_point,
+        weights * g_target,
+        g_total + wp.dot(g_point, points) + wp.dot(g_target, targets),
+    )
+
+
+@wp.func
+def unweighted_sums_tangent(points: Any, targets: Any, d_points: Any, d_targets: Any):
+    return type(points[0])(0.0), d_points, d_targets
+
+
+@wp.func
+def unweighted_sums_vjp(points: Any, targets: Any, g_total: Any, g_point: Any, g_target: Any):
+    return g_point, g_target
+
+
+@wp.func
 def centroids(total: Any, point_sum: Any, target_sum: Any):
     """The set's centroids and 1 / total: one division per point, not one per component
     of each (divisions bound the per-point code of the moments on a CPU, NOTES 29)."""
@@ -334,6 +366,8 @@ REGISTRATION_SUMS = {
         weighted_sums,
         operands=_points(points=(3,), targets=(3,), weights=()),
         results=_SUMS,
+        tangent=weighted_sums_tangent,
+        vjp=weighted_sums_vjp,
         doc="Per point set: the total weight and the weighted sums of points and targets.",
     ),
     False: define_op(
@@ -341,6 +375,8 @@ REGISTRATION_SUMS = {
         unweighted_sums,
         operands=_points(points=(3,), targets=(3,)),
         results=_SUMS,
+        tangent=unweighted_sums_tangent,
+        vjp=unweighted_sums_vjp,
         doc="Per point set: the point count and the sums of points and targets.",
     ),
 }

@@ -12,17 +12,27 @@ from typing import Any
 import warp as wp
 
 from .._op import define_op
-from .quaternion import quat_to_matrix
+from .quaternion import quat_to_matrix, quat_to_matrix_tangent
 from .so3 import (
+    COSINE_REMAINDER_SERIES,
+    SERIES_BELOW,
+    SINE_REMAINDER2_SERIES,
+    SINE_REMAINDER_SERIES,
     cosine_remainder,
     hat,
+    hat_vjp,
+    horner,
+    horner_slope,
     left_jacobian,
     left_jacobian_coefficients,
     left_jacobian_inverse,
     left_jacobian_inverse_coefficients,
+    left_jacobian_inverse_tangent,
+    left_jacobian_tangent,
     log_parts,
     log_pull,
     log_push,
+    one_minus_cos_over,
     sine_remainder,
     sine_remainder2,
     skew_quadratic,
@@ -139,11 +149,51 @@ def se3_vee(m: Any):
 
 
 @wp.func
+def se3_hat_tangent(xi: Any, d_xi: Any):
+    """Linear: se3_hat(d_xi)."""
+    return se3_hat(d_xi)
+
+
+@wp.func
+def se3_hat_vjp(xi: Any, g: Any):
+    return twist(wp.vector(g[0, 3], g[1, 3], g[2, 3]), hat_vjp(omega_of(xi), top_left(g)))
+
+
+@wp.func
+def se3_vee_tangent(m: Any, dm: Any):
+    """Linear: se3_vee(dm)."""
+    return se3_vee(dm)
+
+
+@wp.func
+def se3_vee_vjp(m: Any, g: Any):
+    """The transpose of se3_vee: rho's cotangent in the last column, omega's as a skew
+    matrix (the transpose of vee)."""
+    return homogeneous(type(g[0])(0.5) * hat(omega_of(g)), rho_of(g), type(g[0])(0.0))
+
+
+@wp.func
+def top_left(m: Any):
+    return wp.matrix(
+        m[0, 0], m[0, 1], m[0, 2], m[1, 0], m[1, 1], m[1, 2], m[2, 0], m[2, 1], m[2, 2],
+        shape=(3, 3),
+    )  # fmt: skip
+
+
+@wp.func
 def se3_adjoint(position: Any, quaternion: Any):
     """Ad_T = [[R, [t]x R], [0, R]], so that T exp(xi) T^-1 = exp(Ad_T xi)."""
     r = quat_to_matrix(quaternion)
     zero = r * type(r[0, 0])(0.0)
     return blocks(r, hat(position) @ r, zero, r)
+
+
+@wp.func
+def se3_adjoint_tangent(position: Any, quaternion: Any, d_position: Any, d_quaternion: Any):
+    r = quat_to_matrix(quaternion)
+    dr = quat_to_matrix_tangent(quaternion, d_quaternion)
+    zero = r * type(r[0, 0])(0.0)
+    return blocks(dr, hat(d_position) @ r + hat(position) @ dr, zero, dr)
 
 
 @wp.func
@@ -170,6 +220,71 @@ def translation_jacobian(rho: Any, omega: Any):
 
 
 @wp.func
+def translation_coefficients(x: Any):
+    """translation_jacobian's c1 = sine_remainder, c2 = cosine_remainder and
+    c3 = sine_remainder2 of x = theta^2, and their slopes in x: c1' = (a - 3 c1) / 2x with
+    a = (1 - cos(theta)) / theta^2, c2' = -(a' + c2) / x, c3' = (c1' - c3) / x."""
+    if x < type(x)(SERIES_BELOW):
+        return (
+            horner(x, SINE_REMAINDER_SERIES),
+            horner_slope(x, SINE_REMAINDER_SERIES),
+            horner(x, COSINE_REMAINDER_SERIES),
+            horner_slope(x, COSINE_REMAINDER_SERIES),
+            horner(x, SINE_REMAINDER2_SERIES),
+            horner_slope(x, SINE_REMAINDER2_SERIES),
+        )
+    theta = wp.sqrt(x)
+    sine = wp.sin(theta) / theta
+    a = one_minus_cos_over(x)
+    two_x = type(x)(2.0) * x
+    a_slope = (sine - type(x)(2.0) * a) / two_x
+    c1 = (type(x)(1.0) - sine) / x
+    c1_slope = (a - type(x)(3.0) * c1) / two_x
+    c2 = (type(x)(0.5) - a) / x
+    c3 = (c1 - type(x)(1.0) / type(x)(6.0)) / x
+    return c1, c1_slope, c2, -(a_slope + c2) / x, c3, (c1_slope - c3) / x
+
+
+@wp.func
+def translation_jacobian_tangent(rho: Any, omega: Any, d_rho: Any, d_omega: Any):
+    """d translation_jacobian, term by term (products of skew matrices, and the three
+    coefficients' slopes times dx = 2 omega . d_omega)."""
+    x = wp.dot(omega, omega)
+    dx = type(x)(2.0) * wp.dot(omega, d_omega)
+    c1, c1_slope, c2, c2_slope, c3, c3_slope = translation_coefficients(x)
+    w = hat(omega)
+    p = hat(rho)
+    dw = hat(d_omega)
+    dp = hat(d_rho)
+    wp_ = w @ p
+    pw = p @ w
+    wpw = wp_ @ w
+    ww = w @ w
+    d_wp = dw @ p + w @ dp
+    d_pw = dp @ w + p @ dw
+    d_wpw = d_wp @ w + wp_ @ dw
+    d_ww = dw @ w + w @ dw
+    three = type(x)(3.0)
+    half = type(x)(0.5)
+    first = wp_ + pw + wpw
+    second = ww @ p + pw @ w - three * wpw
+    d_second = d_ww @ p + ww @ dp + d_pw @ w + pw @ dw - three * d_wpw
+    third = wpw @ w + w @ wpw
+    d_third = d_wpw @ w + wpw @ dw + dw @ wpw + w @ d_wpw
+    c4 = half * (c2 + three * c3)
+    c4_slope = half * (c2_slope + three * c3_slope)
+    return (
+        half * dp
+        + (c1_slope * dx) * first
+        + c1 * (d_wp + d_pw + d_wpw)
+        + (c2_slope * dx) * second
+        + c2 * d_second
+        + (c4_slope * dx) * third
+        + c4 * d_third
+    )
+
+
+@wp.func
 def se3_left_jacobian(xi: Any):
     rho = rho_of(xi)
     omega = omega_of(xi)
@@ -185,6 +300,36 @@ def se3_left_jacobian_inverse(xi: Any):
     j_inv = left_jacobian_inverse(omega)
     q = translation_jacobian(rho, omega)
     return blocks(j_inv, -(j_inv @ q @ j_inv), j_inv * type(xi[0])(0.0), j_inv)
+
+
+@wp.func
+def se3_left_jacobian_tangent(xi: Any, d_xi: Any):
+    omega = omega_of(xi)
+    dj = left_jacobian_tangent(omega, omega_of(d_xi))
+    dq = translation_jacobian_tangent(rho_of(xi), omega, rho_of(d_xi), omega_of(d_xi))
+    return blocks(dj, dq, dj * type(xi[0])(0.0), dj)
+
+
+@wp.func
+def se3_left_jacobian_inverse_tangent(xi: Any, d_xi: Any):
+    rho = rho_of(xi)
+    omega = omega_of(xi)
+    j_inv = left_jacobian_inverse(omega)
+    dj_inv = left_jacobian_inverse_tangent(omega, omega_of(d_xi))
+    q = translation_jacobian(rho, omega)
+    dq = translation_jacobian_tangent(rho, omega, rho_of(d_xi), omega_of(d_xi))
+    d_corner = -(dj_inv @ q @ j_inv + j_inv @ dq @ j_inv + j_inv @ q @ dj_inv)
+    return blocks(dj_inv, d_corner, dj_inv * type(xi[0])(0.0), dj_inv)
+
+
+@wp.func
+def se3_right_jacobian_tangent(xi: Any, d_xi: Any):
+    return se3_left_jacobian_tangent(-xi, -d_xi)
+
+
+@wp.func
+def se3_right_jacobian_inverse_tangent(xi: Any, d_xi: Any):
+    return se3_left_jacobian_inverse_tangent(-xi, -d_xi)
 
 
 @wp.func
@@ -224,6 +369,8 @@ SE3_HAT = define_op(
     se3_hat,
     operands=_TWIST,
     results={"out_matrix": (4, 4)},
+    tangent=se3_hat_tangent,
+    vjp=se3_hat_vjp,
     doc="[[ [omega]x, rho ], [0, 0]] for xi = [rho, omega].",
 )
 SE3_VEE = define_op(
@@ -231,6 +378,8 @@ SE3_VEE = define_op(
     se3_vee,
     operands={"matrix": (4, 4)},
     results={"out_xi": (6,)},
+    tangent=se3_vee_tangent,
+    vjp=se3_vee_vjp,
     doc="[rho, omega]: the top-right column, and the vector of the skew part of the "
     "top-left 3x3 block.",
 )
@@ -239,6 +388,7 @@ SE3_ADJOINT = define_op(
     se3_adjoint,
     operands={"position": (3,), "quaternion": (4,)},
     results={"out_adjoint": (6, 6)},
+    tangent=se3_adjoint_tangent,
     doc="Ad_T = [[R, [t]x R], [0, R]] for T = (t, q), R = R(q): T exp(xi) T^-1 = exp(Ad_T xi).",
 )
 SE3_LEFT_JACOBIAN = define_op(
@@ -246,6 +396,7 @@ SE3_LEFT_JACOBIAN = define_op(
     se3_left_jacobian,
     operands=_TWIST,
     results=_JACOBIAN,
+    tangent=se3_left_jacobian_tangent,
     doc="[[J_l(omega), Q(rho, omega)], [0, J_l(omega)]] with Barfoot's Q.",
 )
 SE3_LEFT_JACOBIAN_INVERSE = define_op(
@@ -253,6 +404,7 @@ SE3_LEFT_JACOBIAN_INVERSE = define_op(
     se3_left_jacobian_inverse,
     operands=_TWIST,
     results=_JACOBIAN,
+    tangent=se3_left_jacobian_inverse_tangent,
     doc="[[J_l^-1, -J_l^-1 Q J_l^-1], [0, J_l^-1]], for |omega| < 2 pi.",
 )
 SE3_RIGHT_JACOBIAN = define_op(
@@ -260,6 +412,7 @@ SE3_RIGHT_JACOBIAN = define_op(
     se3_right_jacobian,
     operands=_TWIST,
     results=_JACOBIAN,
+    tangent=se3_right_jacobian_tangent,
     doc="J_r(xi) = J_l(-xi).",
 )
 SE3_RIGHT_JACOBIAN_INVERSE = define_op(
@@ -267,5 +420,6 @@ SE3_RIGHT_JACOBIAN_INVERSE = define_op(
     se3_right_jacobian_inverse,
     operands=_TWIST,
     results=_JACOBIAN,
+    tangent=se3_right_jacobian_inverse_tangent,
     doc="J_r(xi)^-1 = J_l(-xi)^-1, for |omega| < 2 pi.",
 )

@@ -338,6 +338,30 @@ def vee(m: Any):
 
 
 @wp.func
+def hat_vjp(omega: Any, g: Any):
+    """The transpose of hat: <g, [d]x> = d . 2 vee(g)."""
+    return type(g[0, 0])(2.0) * vee(g)
+
+
+@wp.func
+def hat_tangent(omega: Any, d_omega: Any):
+    """Linear: hat(d_omega)."""
+    return hat(d_omega)
+
+
+@wp.func
+def vee_tangent(m: Any, dm: Any):
+    """Linear: vee(dm)."""
+    return vee(dm)
+
+
+@wp.func
+def vee_vjp(m: Any, g: Any):
+    """The transpose of vee: <g, vee(d)> = <hat(g) / 2, d>."""
+    return type(g[0])(0.5) * hat(g)
+
+
+@wp.func
 def identity3(like: Any):
     return wp.identity(n=3, dtype=type(like))
 
@@ -376,12 +400,26 @@ def so3_exp(omega: Any):
 
 
 @wp.func
-def so3_exp_tangent(omega: Any, d_omega: Any):
+def quat_exp_tangent(omega: Any, d_omega: Any):
     # d cos(theta/2) / dx = -(sin(theta/2) / theta) / 4, with dx = 2 omega . d_omega
     c, s, slope = half_angle(wp.dot(omega, omega))
     dx = type(c)(2.0) * wp.dot(omega, d_omega)
     du = (slope * dx) * omega + s * d_omega
-    dq = wp.vector(type(c)(-0.25) * s * dx, du[0], du[1], du[2])
+    return wp.vector(type(c)(-0.25) * s * dx, du[0], du[1], du[2])
+
+
+@wp.func
+def quat_exp_vjp(omega: Any, g: Any):
+    c, s, slope = half_angle(wp.dot(omega, omega))
+    gu = vector_part(g)
+    dx = type(c)(-0.25) * s * g[0] + slope * wp.dot(gu, omega)  # the cotangent of x
+    return s * gu + (type(c)(2.0) * dx) * omega
+
+
+@wp.func
+def so3_exp_tangent(omega: Any, d_omega: Any):
+    c, s, slope = half_angle(wp.dot(omega, omega))
+    dq = quat_exp_tangent(omega, d_omega)
     if c < type(c)(0.0):
         dq = -dq
     return dq
@@ -392,9 +430,7 @@ def so3_exp_vjp(omega: Any, g: Any):
     c, s, slope = half_angle(wp.dot(omega, omega))
     if c < type(c)(0.0):
         g = -g
-    gu = vector_part(g)
-    dx = type(c)(-0.25) * s * g[0] + slope * wp.dot(gu, omega)  # the cotangent of x
-    return s * gu + (type(c)(2.0) * dx) * omega
+    return quat_exp_vjp(omega, g)
 
 
 @wp.func
@@ -584,9 +620,39 @@ def angle_of(sine: Any, cosine: Any):
 
 
 @wp.func
+def atan2_tangent(y: Any, x: Any, dy: Any, dx: Any):
+    """d atan2(y, x); zero where x = y = 0, as Warp's adjoint."""
+    d = x * x + y * y
+    if d > type(d)(0.0):
+        return (x * dy - y * dx) / d
+    return type(d)(0.0)
+
+
+@wp.func
+def angle_of_tangent(sine: Any, cosine: Any, d_sine: Any, d_cosine: Any):
+    """d angle_of(sine, cosine), through the same branches."""
+    s2 = wp.dot(sine, sine)
+    ds2 = type(s2)(2.0) * wp.dot(sine, d_sine)
+    if s2 == type(s2)(0.0):
+        return atan2_tangent(s2, cosine, ds2, d_cosine)
+    n = wp.sqrt(s2)
+    return atan2_tangent(n, cosine, ds2 / (type(s2)(2.0) * n), d_cosine)
+
+
+@wp.func
 def rotation_angle(q: Any):
     """The angle of the rotation q, 2 atan2(|u|, |w|), in [0, pi]."""
     return type(q[0])(2.0) * angle_of(vector_part(q), wp.abs(q[0]))
+
+
+@wp.func
+def rotation_angle_tangent(q: Any, dq: Any):
+    sign = type(q[0])(1.0)
+    if q[0] < type(q[0])(0.0):  # d|w| = sign(w) dw, +1 at 0 (as Warp's adjoint)
+        sign = -sign
+    return type(q[0])(2.0) * angle_of_tangent(
+        vector_part(q), wp.abs(q[0]), vector_part(dq), sign * dq[0]
+    )
 
 
 @wp.func
@@ -595,11 +661,27 @@ def quaternion_geodesic_distance(q1: Any, q2: Any):
 
 
 @wp.func
+def quaternion_geodesic_distance_tangent(q1: Any, q2: Any, dq1: Any, dq2: Any):
+    relative = quat_multiply(quat_conjugate(q1), q2)
+    d_relative = quat_multiply(quat_conjugate(dq1), q2) + quat_multiply(quat_conjugate(q1), dq2)
+    return rotation_angle_tangent(relative, d_relative)
+
+
+@wp.func
 def matrix_geodesic_distance(m1: Any, m2: Any):
     """The angle of m1^T m2: atan2(|vee(m)|, (trace(m) - 1) / 2) for m = m1^T m2."""
     m = wp.transpose(m1) @ m2
     half = type(m[0, 0])(0.5)
     return angle_of(vee(m), half * (wp.trace(m) - type(m[0, 0])(1.0)))
+
+
+@wp.func
+def matrix_geodesic_distance_tangent(m1: Any, m2: Any, dm1: Any, dm2: Any):
+    m = wp.transpose(m1) @ m2
+    dm = wp.transpose(dm1) @ m2 + wp.transpose(m1) @ dm2
+    half = type(m[0, 0])(0.5)
+    cosine = half * (wp.trace(m) - type(m[0, 0])(1.0))
+    return angle_of_tangent(vee(m), cosine, vee(dm), half * wp.trace(dm))
 
 
 _TANGENT = {"omega": (3,)}
@@ -667,6 +749,8 @@ SO3_HAT = define_op(
     hat,
     operands=_TANGENT,
     results={"out_matrix": (3, 3)},
+    tangent=hat_tangent,
+    vjp=hat_vjp,
     doc="The skew matrix [omega]x: [[0, -z, y], [z, 0, -x], [-y, x, 0]].",
 )
 SO3_VEE = define_op(
@@ -674,6 +758,8 @@ SO3_VEE = define_op(
     vee,
     operands={"matrix": (3, 3)},
     results={"out_omega": (3,)},
+    tangent=vee_tangent,
+    vjp=vee_vjp,
     doc="The vector of the skew part (M - M^T) / 2.",
 )
 SO3_LEFT_JACOBIAN = define_op(
@@ -719,6 +805,7 @@ ROTATION_ANGLE = define_op(
     rotation_angle,
     operands=_QUATERNION,
     results={"out_angle": ()},
+    tangent=rotation_angle_tangent,
     doc="The angle of the rotation q, 2 atan2(|u|, |w|) for q = (w, u), in [0, pi]; its "
     "gradient is zero at the identity, where the angle is not differentiable.",
 )
@@ -727,6 +814,7 @@ QUATERNION_GEODESIC_DISTANCE = define_op(
     quaternion_geodesic_distance,
     operands={"quaternion": (4,), "quaternion2": (4,)},
     results={"out_angle": ()},
+    tangent=quaternion_geodesic_distance_tangent,
     doc="The angle of q1* q2, in [0, pi]: rotation_angle of the relative rotation.",
 )
 MATRIX_GEODESIC_DISTANCE = define_op(
@@ -734,6 +822,7 @@ MATRIX_GEODESIC_DISTANCE = define_op(
     matrix_geodesic_distance,
     operands={"matrix": (3, 3), "matrix2": (3, 3)},
     results={"out_angle": ()},
+    tangent=matrix_geodesic_distance_tangent,
     doc="The angle of R1^T R2, atan2(|vee(M)|, (trace(M) - 1) / 2) for M = R1^T R2, in "
     "[0, pi] (never acos); its gradient is zero where the angle is 0 or pi.",
 )

@@ -1,0 +1,109 @@
+"""The core (`xform/`) and the adapters (`backends/`) import one way, down: no circle.
+
+Imports are read with `ast`, at every level (a function's own import is a dependency
+too); only `if TYPE_CHECKING:` blocks are left out, as they never run. The core finds
+the adapters by their module names (`xform._api.ADAPTERS`), imported on first use: it
+does not depend on their code.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"xform": ROOT / "xform", "xform.backends": ROOT / "backends"}
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    """Module name -> (file, whether it is a package's __init__)."""
+    modules = {}
+    for package, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = [p for p in path.relative_to(folder).with_suffix("").parts if p != "__init__"]
+            modules[".".join([package, *parts])] = (path, path.name == "__init__.py")
+    return modules
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node but those under `if TYPE_CHECKING:`."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph = {}
+    for name, (path, is_package) in modules.items():
+        here = name.split(".") if is_package else name.split(".")[:-1]
+        edges = set()
+        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                edges |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = here[: len(here) - node.level + 1] if node.level else []
+                target = ".".join([*base, *([node.module] if node.module else [])])
+                for alias in node.names:  # `from package import module` names the module
+                    child = f"{target}.{alias.name}"
+                    edges.add(child if child in modules else target)
+        graph[name] = {e for e in edges if e in modules and e != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle():
+    graph = import_graph()
+    found = circles(graph)
+    detail = "; ".join(" ".join(f"{m} -> {sorted(graph[m] & set(c))}" for m in c) for c in found)
+    assert not found, f"import circles: {detail}"
+
+
+def test_the_check_finds_a_circle():
+    graph = import_graph()
+    assert "xform._op" in graph["xform._products"]
+    graph["xform._spec"] = graph["xform._spec"] | {"xform._products"}  # a made-up import back
+    assert any({"xform._spec", "xform._products"} <= set(c) for c in circles(graph))
+
+
+@pytest.mark.parametrize("module", ["xform._spec", "xform._layout", "xform._codegen"])
+def test_the_bottom_of_the_core_imports_no_op_module(module):
+    assert not {"xform._op", "xform._api", "xform.ops"} & import_graph()[module]

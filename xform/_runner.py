@@ -1,0 +1,58 @@
+"""Running one product of an op on memory that a caller owns: what an FFI call does.
+
+JAX's FFI targets (`backends/jax.py`) run it on XLA's buffers, and the native executor
+(`backends/jax_native.py`) records its launches once per launch plan.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import TYPE_CHECKING
+
+import warp as wp
+
+from . import _launch
+
+if TYPE_CHECKING:
+    from ._op import Op
+
+
+@functools.cache
+def run_product(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
+    """What an FFI call runs: `run(inputs, outputs)`, with the inputs as arrays the core
+    reads (Warp arrays or Buffers over XLA's memory) and each output as (pointer, a
+    function that zero-fills it), which the core's launch writes: `product` ("forward",
+    "tangent" or "vjp", with the `needed` gradients) of `op`, `prefix` leading dimensions
+    mapped by a vectorising transform."""
+    n = len(op.operands)
+
+    def run(inputs, outputs):
+        queue = iter(outputs)
+
+        def allocate(shape, scalar, device):
+            return None, next(queue)[0]
+
+        def allocate_zeros(shape, scalar, device):
+            ptr, zero = next(queue)
+            zero()
+            return None, ptr
+
+        def scratch_zeros(shape, scalar, device):
+            # Flat, as Warp has no 0-d arrays and none of more than 4 dimensions (a mapped
+            # operand's can have more): the core keeps `shape`, and reads the memory.
+            array = wp.zeros(max(math.prod(shape), 1), dtype=scalar, device=device)
+            return array, array.ptr
+
+        operands = _launch.prepare(op, inputs[:n], prefix)
+        if product == "forward":
+            _launch.forward(operands, allocate, allocate_zeros)
+        elif product == "tangent":
+            # Every tangent is given, but the op's non-differentiable operands' count as
+            # zero: those zeros are scratch, not outputs.
+            _launch.jvp(operands, inputs[n : 2 * n], allocate, allocate_zeros, scratch_zeros)
+        else:
+            cotangents = inputs[n : n + len(op.results)]
+            _launch.vjp(operands, cotangents, allocate_zeros, needed, allocate)
+
+    return run
