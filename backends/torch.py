@@ -475,16 +475,7 @@ def op_function(
 
         @staticmethod
         def backward(ctx, *grad_outputs):
-            needed = _needed(op, ctx.needs_input_grad)
-            if not op.differentiable or not any(needed):
-                return (None,) * len(ctx.needs_input_grad)
-            if _plain_backward():
-                grads = products.vjp(op, ctx.saved_tensors, grad_outputs, needed, prefix)
-            else:  # a Function: vmappable, and differentiable again
-                vjp = vjp_function(op, prefix, products)
-                grads = vjp.apply(*ctx.saved_tensors, *grad_outputs, needed)
-            grads = [g if need else None for g, need in zip(grads, needed)]
-            return (*grads, *[None] * (len(ctx.needs_input_grad) - n))
+            return _backward(op, prefix, products, ctx, grad_outputs)
 
         @staticmethod
         def jvp(ctx, *tangents):
@@ -538,6 +529,23 @@ def _check_buffers(op: Op, operands, buffers) -> None:
     if written:
         read = [(o.name, x) for o, x in zip(op.operands, operands)]
         _check_no_overlap(op, written, read)
+
+
+def _backward(op: Op, prefix: int, products: Products, ctx, grad_outputs) -> tuple:
+    """The backward of a function whose first inputs are the op's operands, saved in
+    `ctx` (the op's Function, or its forward custom op): one gradient per input, None
+    for the inputs after the operands and those nobody asked for."""
+    n = len(op.operands)
+    needed = _needed(op, ctx.needs_input_grad[:n])
+    if not op.differentiable or not any(needed):
+        return (None,) * len(ctx.needs_input_grad)
+    if _plain_backward():
+        grads = products.vjp(op, ctx.saved_tensors, grad_outputs, needed, prefix)
+    else:  # a Function: vmappable, and differentiable again
+        vjp = vjp_function(op, prefix, products)
+        grads = vjp.apply(*ctx.saved_tensors, *grad_outputs, needed)
+    grads = [g if need else None for g, need in zip(grads, needed)]
+    return (*grads, *[None] * (len(ctx.needs_input_grad) - n))
 
 
 def _needed(op: Op, needs_input_grad) -> tuple[bool, ...]:
@@ -623,12 +631,7 @@ def _register_custom_ops(op: Op) -> CustomOps:
         ctx.prefix = inputs[n]
 
     def backward(ctx, *grads):
-        needed = _needed(op, ctx.needs_input_grad[:n])
-        if not any(needed):
-            return (None,) * (n + 1)
-        function = vjp_function(op, ctx.prefix, DISPATCHED)
-        out = function.apply(*ctx.saved_tensors, *grads, needed)
-        return (*[g if need else None for g, need in zip(out, needed)], None)
+        return _backward(op, ctx.prefix, DISPATCHED, ctx, grads)
 
     forward.register_autograd(backward, setup_context=setup_context)
     return CustomOps(forward, jvp, vjp)

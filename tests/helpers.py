@@ -52,6 +52,17 @@ def check_grads(fn, args, modes=("fwd", "rev"), order: int = 1) -> None:
     check(fn, args, order, modes=modes, eps=STEP)
 
 
+def hessian_by_differences(gradient, x: np.ndarray, step: float = STEP) -> np.ndarray:
+    """The Hessian at the vector x by central differences of `gradient` (NumPy in and
+    out): column i is (gradient(x + step e_i) - gradient(x - step e_i)) / (2 step)."""
+    columns = []
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e[i] = step
+        columns.append((np.asarray(gradient(x + e)) - np.asarray(gradient(x - e))) / (2 * step))
+    return np.stack(columns, -1)
+
+
 def finite_difference_vjp(name, args, cotangents, k):
     """d/d args[k] of sum(cotangent * result), by central differences."""
     fn = getattr(xform, name)

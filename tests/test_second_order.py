@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 import warp as wp
-from helpers import as_tuple
+from helpers import as_tuple, hessian_by_differences
 from reference import random_args, random_rotations, rotvec_quaternion
 
 import xform
@@ -224,12 +224,9 @@ def test_torch_hessian_is_the_difference_of_gradients(op, rng):
             z = z.clone().requires_grad_(True)
             return torch.autograd.grad(scalar(z), z)[0]
 
-        columns = []
-        for i in range(z.numel()):
-            e = torch.zeros_like(z)
-            e[i] = step
-            columns.append((gradient(z + e) - gradient(z - e)) / (2 * step))
-        differences = torch.stack(columns, -1)
+        differences = torch.from_numpy(
+            hessian_by_differences(lambda z: gradient(torch.from_numpy(z)).numpy(), z.numpy(), step)
+        )
         scale = max(1.0, float(hessian.abs().max()))
         error = float((hessian - differences).abs().max()) / scale
         assert error < 1e-5, f"{what}: relative error {error:.2e}"
@@ -439,15 +436,6 @@ def _twist_and_points(rng):
     return xi, rng.normal(size=(20, 3)), rng.normal(size=(20, 3))
 
 
-def _hessian_by_differences(gradient, xi, step=1e-6):
-    columns = []
-    for i in range(len(xi)):
-        e = np.zeros_like(xi)
-        e[i] = step
-        columns.append((np.asarray(gradient(xi + e)) - np.asarray(gradient(xi - e))) / (2 * step))
-    return np.stack(columns, -1)
-
-
 @pytest.mark.parametrize("twist", ["random", "near identity"])
 def test_hessian_through_the_groups(twist, rng):
     """jax.hessian and torch.func.hessian of a loss through `SE3.exp(xi) @ points`: equal
@@ -466,7 +454,7 @@ def test_hessian_through_the_groups(twist, rng):
 
     jax_hessian = np.asarray(jax.jit(jax.hessian(jax_loss))(jnp.asarray(xi)))
     torch_hessian = torch.func.hessian(torch_loss)(torch.from_numpy(xi)).numpy()
-    differences = _hessian_by_differences(jax.grad(jax_loss), xi)
+    differences = hessian_by_differences(jax.grad(jax_loss), xi)
     scale = max(1.0, np.abs(differences).max())
     np.testing.assert_allclose(jax_hessian / scale, differences / scale, atol=1e-6)
     np.testing.assert_allclose(torch_hessian, jax_hessian, rtol=1e-11, atol=1e-11)
