@@ -209,25 +209,55 @@ def _prepare(op: Op, operands, prefix: int):
     return _launch.prepare(op, [_buffer(x) for x in operands], prefix)
 
 
+def _repeat_key(arrays, prefix: int, *extra) -> tuple | None:
+    """The key under which a call repeats an earlier one's launch (`_launch.repeat`): each
+    array's shape, dtype and device, and `extra`, for contiguous tensors at prefix 0;
+    None otherwise (numbers, non-contiguous tensors: the checked path each time)."""
+    if prefix:
+        return None
+    key = []
+    for x in arrays:
+        if not isinstance(x, torch.Tensor) or not x.is_contiguous():
+            return None
+        key.append((x.shape, x.dtype, x.device))
+    return (*key, *extra)
+
+
 def _forward(op: Op, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor]:
-    if _meta(operands):
-        _prepare(op, operands, prefix)
-        return _fake_results(op, _detached(operands), prefix)
+    plain = not any(b is not None for b in buffers)
+    key = _repeat_key(operands, prefix) if plain else None
     with _on_current_stream(_device_of(operands)):
-        return _launch.forward(_prepare(op, operands, prefix), _into(buffers, _empty), _zeros)
+        if key is not None:
+            pointers = [x.data_ptr() for x in operands]
+            results = _launch.repeat(op, "forward", key, pointers, _empty, _zeros)
+            if results is not None:
+                return results
+        if _meta(operands):
+            _prepare(op, operands, prefix)
+            return _fake_results(op, _detached(operands), prefix)
+        prepared = _prepare(op, operands, prefix)
+        return _launch.forward(prepared, _into(buffers, _empty), _zeros, repeat_key=key)
 
 
 def _vjp(op: Op, operands, cotangents, needed, prefix: int = 0):
-    if _meta(operands):
-        _prepare(op, operands, prefix)
-        return [x.new_empty(x.shape) if need else None for x, need in zip(operands, needed)]
+    arrays = [*operands, *cotangents]
+    key = _repeat_key(arrays, prefix, tuple(needed))
     with _on_current_stream(_device_of(operands)):
+        if key is not None:
+            pointers = [x.data_ptr() for x in arrays]
+            grads = _launch.repeat(op, "vjp", key, pointers, _empty, _zeros)
+            if grads is not None:
+                return grads
+        if _meta(operands):
+            _prepare(op, operands, prefix)
+            return [x.new_empty(x.shape) if need else None for x, need in zip(operands, needed)]
         return _launch.vjp(
             _prepare(op, operands, prefix),
             [_buffer(g) for g in cotangents],
             _zeros,
             needed,
             allocate=_empty,
+            repeat_key=key,
         )
 
 

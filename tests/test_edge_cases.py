@@ -100,6 +100,38 @@ def test_contiguous_inputs_are_read_in_place(rng):
     assert copied.buffers[2].ptr != strided.ctypes.data
 
 
+@pytest.mark.parametrize("name", ["pose_multiply", "batch_transform_points", "quaternion_multiply"])
+def test_repeated_calls_read_their_own_arrays(name, rng, monkeypatch):
+    """Calls that repeat a signature (shapes and dtypes) launch the first call's kernel
+    again without its checks (`_launch.repeat`): on each call's own arrays, into fresh
+    results; non-contiguous, byte-swapped and mixed-dtype arrays of that shape still take
+    the checked path, its copies and its errors."""
+    leadings = leadings_with(name, (3, 4) if name != "batch_transform_points" else (3, 5))
+    checked = []
+    real = _launch.prepare
+    monkeypatch.setattr(_launch, "prepare", lambda *a: checked.append(1) or real(*a))
+    results = []
+    for _ in range(3):
+        args = random_args(name, leadings, rng)
+        out = as_tuple(getattr(xform, name)(*args))
+        for r, e in zip(out, reference(name, args)):
+            np.testing.assert_allclose(r, e, rtol=1e-9, atol=1e-12)
+        results.append(out)
+    assert len(checked) <= 1  # once, where no earlier test has run this signature
+    assert all(r is not s for r, s in zip(results[1], results[2]))
+
+    args = random_args(name, leadings, rng)
+    swapped = [a.astype(a.dtype.newbyteorder()) for a in args]
+    strided = [non_contiguous(a, rng) for a in args]
+    for variant in (swapped, strided):
+        checked.clear()
+        for r, e in zip(as_tuple(getattr(xform, name)(*variant)), reference(name, args)):
+            np.testing.assert_allclose(r, e, rtol=1e-9, atol=1e-12)
+        assert checked == [1]
+    with pytest.raises(TypeError, match="dtype float32"):
+        getattr(xform, name)(*args[:-1], args[-1].astype(np.float32))
+
+
 @pytest.mark.parametrize("name", DIFFERENTIABLE)
 def test_zero_stride_and_non_contiguous_cotangents(name, rng):
     args = random_args(name, leadings_with(name, (3,)), rng)

@@ -305,15 +305,107 @@ def test_inputs_are_read_in_place(rng, monkeypatch):
     from xform import _launch
 
     pointers = []
-    real = _launch.forward
-    monkeypatch.setattr(
-        _launch,
-        "forward",
-        lambda ops, *alloc: pointers.extend(a.ptr for a in ops.buffers) or real(ops, *alloc),
-    )
-    args = tensors(random_args("pose_multiply", [(3,), (3,), (3,), (3,)], rng), requires_grad=True)
-    xt.pose_multiply(*args)
-    assert pointers == [a.data_ptr() for a in args]
+    real_forward, real_repeat = _launch.forward, _launch.repeat
+
+    def forward(ops, *args, **kwargs):
+        pointers.extend(a.ptr for a in ops.buffers)
+        return real_forward(ops, *args, **kwargs)
+
+    def repeat(op, kind, key, arrays, *args):
+        pointers.extend(arrays)
+        return real_repeat(op, kind, key, arrays, *args)
+
+    monkeypatch.setattr(_launch, "forward", forward)
+    monkeypatch.setattr(_launch, "repeat", repeat)
+    for _ in range(2):  # the checked call, then its repeat
+        pointers.clear()
+        args = tensors(random_args("pose_multiply", [(3,), (3,), (3,), (3,)], rng))
+        xt.pose_multiply(*args)
+        assert pointers[:4] == [a.data_ptr() for a in args]
+
+
+def _checked_calls(monkeypatch) -> list[str]:
+    """The names of the products on tensors that take the checked path from now on
+    (each records its launch for repeats)."""
+    from xform import _launch
+
+    calls = []
+    for name in ("forward", "vjp"):
+        real = getattr(_launch, name)
+
+        def checked(operands, *args, _real=real, _name=name, **kwargs):
+            if isinstance(operands.buffers[0].owner, torch.Tensor):
+                calls.append(_name)
+            return _real(operands, *args, **kwargs)
+
+        monkeypatch.setattr(_launch, name, checked)
+    return calls
+
+
+def test_repeated_calls_launch_again_on_this_calls_tensors(rng, monkeypatch):
+    """A call that repeats an earlier one's shapes, dtypes and devices skips the checks
+    and the plan: its own inputs are read, fresh results written, a broadcast operand's
+    gradient zeroed again and a dense one's stored whole, whatever the earlier call
+    left in memory, and a change of dtype, shape, contiguity or needed gradients takes
+    the checked path."""
+    checked = _checked_calls(monkeypatch)
+    shapes = [(1,), (1,), (64,)]  # one pose, broadcast over the points
+    for dtype in (np.float64, np.float32, np.float64):
+        checked.clear()
+        for _ in range(3):
+            position, quaternion, points = tensors(
+                random_args("transform_points", shapes, rng, dtype), requires_grad=True
+            )
+            out = xt.transform_points(position, quaternion, points)
+            cotangent = torch.from_numpy(rng.standard_normal(tuple(out.shape)).astype(dtype))
+            grads = torch.autograd.grad(out, (position, quaternion, points), cotangent)
+            arrays = [t.detach().numpy().astype(np.float64) for t in (position, quaternion, points)]
+            np.testing.assert_allclose(
+                out.detach().numpy(), reference("transform_points", arrays)[0], rtol=1e-5, atol=1e-5
+            )
+            expected = xform.vjp("transform_points", arrays, [cotangent.numpy().astype(np.float64)])
+            for g, e in zip(grads, expected):
+                np.testing.assert_allclose(g.numpy(), e, rtol=1e-4, atol=1e-4)
+        # Checked at most once per signature (not at all where an earlier test ran it).
+        assert checked in ([], ["forward", "vjp"])
+
+    checked.clear()
+    position, quaternion, points = tensors(random_args("transform_points", shapes, rng))
+    xt.transform_points(position, quaternion, points)  # a repeat by now
+    assert checked == []
+    xt.transform_points(position, quaternion, points[::2])  # another shape
+    wide = torch.from_numpy(np.repeat(points.numpy(), 2, axis=0))
+    xt.transform_points(position, quaternion, wide[::2])  # the same shape, strided
+    assert checked == ["forward", "forward"]
+    with pytest.raises(TypeError, match="'points' has dtype float32 but 'position' has float64"):
+        xt.transform_points(position, quaternion, points.float())
+
+    checked.clear()
+    points.requires_grad_(True)
+    out = xt.transform_points(position, quaternion, points)
+    (g,) = torch.autograd.grad(out, points, torch.ones_like(out))  # only the points' needed
+    assert checked == ["vjp"]
+    np.testing.assert_allclose(g.numpy(), torch.autograd.grad(
+        xt.transform_points(position, quaternion, points), points, torch.ones_like(out)
+    )[0].numpy())  # fmt: skip
+
+
+def test_repeated_calls_on_threads_are_independent(rng):
+    """Each thread keeps its own launches: threads repeating calls of one signature at
+    once each get their own results."""
+    import concurrent.futures
+
+    position, quaternion = tensors(random_args("transform_points", [(1,), (1,), (8,)], rng)[:2])
+    inputs = [torch.from_numpy(rng.standard_normal((257, 3))) for _ in range(8)]
+    expected = [xt.transform_points(position, quaternion, p) for p in inputs]
+
+    def run(k):
+        return [xt.transform_points(position, quaternion, inputs[k]) for _ in range(200)]
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        for k, outs in enumerate(pool.map(run, range(8))):
+            for out in outs:
+                torch.testing.assert_close(out, expected[k], rtol=0, atol=0)
 
 
 def test_cuda_matrix_to_quaternion_is_marked_non_differentiable(rng):

@@ -182,14 +182,32 @@ def numbers_as_arrays(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     return [convert(x) if scalar else x for x, scalar in zip(args, scalars)]
 
 
+def _repeat_key(arrays: Sequence[Any]) -> tuple | None:
+    """The key under which a call on NumPy arrays repeats an earlier one's launch
+    (`_launch.repeat`): each array's shape and dtype, where all are C-contiguous and of
+    native byte order; None otherwise."""
+    key = []
+    for x in arrays:
+        if not isinstance(x, np.ndarray) or not x.flags.c_contiguous or not x.dtype.isnative:
+            return None
+        key.append((x.shape, x.dtype))
+    return tuple(key)
+
+
 def apply(op: Op, args: Sequence[Any]):
     """Run `op` on NumPy, Warp, PyTorch or JAX arrays, returning the same array type.
     Scalar operands may also be numbers (`numbers_as_arrays`)."""
     args = numbers_as_arrays(op, args)
     kind = array_kind(op, args)
     if kind in ALLOCATORS:
+        key = _repeat_key(args) if kind == "numpy" else None
+        if key is not None:
+            pointers = [x.ctypes.data for x in args]
+            results = _launch.repeat(op, "forward", key, pointers, *ALLOCATORS[kind])
+            if results is not None:
+                return _unpack(op, results)
         operands = _launch.prepare(op, args)
-        return _unpack(op, _launch.forward(operands, *ALLOCATORS[kind]))
+        return _unpack(op, _launch.forward(operands, *ALLOCATORS[kind], repeat_key=key))
     function = op.adapters.get(kind)  # a plain lookup, which torch.compile traces
     if function is None:
         function = importlib.import_module(ADAPTERS[kind]).function(op)

@@ -24,7 +24,7 @@ import functools
 import math
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -693,23 +693,115 @@ def _result_params(operands: Operands, first: int, pointers, total: int | None =
 
 
 def forward(
-    operands: Operands, allocate: Allocator, allocate_zeros: Allocator | None = None
+    operands: Operands,
+    allocate: Allocator,
+    allocate_zeros: Allocator | None = None,
+    repeat_key: Hashable | None = None,
 ) -> list[Any]:
     """Run the op; return its results as the arrays that `allocate` made (those of an op
-    whose results are `like` operands and add into them: `allocate_zeros`, where added)."""
+    whose results are `like` operands and add into them: `allocate_zeros`, where added).
+    Given `repeat_key`, later calls with that key may go through `repeat_forward`."""
     op = operands.op
     params = _operand_params(operands)
     if op.scatters:
         first = 1 + 2 * len(op.operands)
         return _scattering(operands, "forward", params, first, allocate, allocate_zeros)
-    results = [
-        allocate(operands.result_shape(k), operands.scalar, operands.device)
-        for k in range(len(op.results))
-    ]
+    shapes = [operands.result_shape(k) for k in range(len(op.results))]
+    results = [allocate(shape, operands.scalar, operands.device) for shape in shapes]
     if operands.plan.results:
         pointers = [ptr for _, ptr in results]
         _launch_product(operands, "forward", params, 1 + 2 * len(op.operands), pointers, allocate)
+        if repeat_key is not None:
+            params += _result_params(operands, 1 + 2 * len(op.operands), pointers)
+            made = [(shape, False) for shape in shapes]
+            _remember(operands, "forward", repeat_key, params, made)
     return [native for native, _ in results]
+
+
+# --- repeated calls: a checked call's launch, remembered ------------------------------------
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """What a plain launch (one tile, one thread, no scatter, no sum) of a product needs
+    again on the next call with the same operands' shapes, dtypes and devices: this
+    thread's recorded launch; the slots (parameter index, element shape, element offset,
+    element count) of the caller's arrays (the operands, then a VJP's cotangents) and of
+    the arrays the call makes; and those arrays: (shape, zero-filled) each, or None for a
+    null parameter (a gradient nobody asked for)."""
+
+    launch: Reusable
+    scalar: type
+    device: str
+    inputs: tuple[tuple[int, tuple[int, ...], int, int], ...]
+    outputs: tuple[tuple[int, tuple[int, ...], int, int], ...]
+    made: tuple[tuple[tuple[int, ...], bool] | None, ...]
+
+
+# Per thread, as the recorded launches are; bounded: one per distinct call signature.
+REPEATS_PER_THREAD = 512
+
+
+def _remember(operands: Operands, kind: str, key: Hashable, params, made) -> None:
+    """Keep a checked call's launch under `key`, if it is a plain one. `params` are its
+    array parameters (`_run`'s), the caller's first and then the `made` arrays'."""
+    op, plan = operands.op, operands.plan
+    if op.scatters or _summing(op, kind) or _parts(operands) > 1 or _recorder() is not None:
+        return
+    tiles = _tiles(plan, 1)
+    if len(tiles) != 1 or not plan.size:
+        return
+    (tile,) = tiles
+    slots = tuple(
+        (index, element, tile.offsets[operand] if operand is not None else tile.result_offset,
+         total)
+        for index, _, element, total, operand in params
+    )  # fmt: skip
+    repeats = getattr(_local, "repeats", None)
+    if repeats is None:
+        repeats = _local.repeats = {}
+    if len(repeats) >= REPEATS_PER_THREAD:
+        repeats.clear()
+    inputs = len(slots) - len(made)
+    launch = _recorded(op, kind, operands.scalar, operands.device, tile)
+    repeat = Repeat(
+        launch, operands.scalar, operands.device, slots[:inputs], slots[inputs:], tuple(made)
+    )
+    repeats[op, kind, key] = repeat
+
+
+def repeat(
+    op: Op,
+    kind: str,
+    key: Hashable,
+    pointers: Sequence[int],
+    allocate: Allocator,
+    allocate_zeros: Allocator,
+) -> list[Any] | None:
+    """`kind`'s product ("forward" or "vjp") of the contiguous arrays at `pointers` (the
+    operands, then a VJP's cotangents), given a `key` that an earlier checked call on this
+    thread passed to `forward` or `vjp` with arrays that passed every check: the key must
+    determine every array's shape, dtype and device (and a VJP's `needed`). Returns what
+    that product returns, or None where no such call left a launch to repeat (the caller
+    then takes the checked path, with the key)."""
+    repeats = getattr(_local, "repeats", None)
+    remembered = repeats.get((op, kind, key)) if repeats else None
+    if remembered is None or getattr(_local, "recorder", None) is not None:
+        return None
+    scalar, device, launch = remembered.scalar, remembered.device, remembered.launch
+    for (index, element, offset, total), ptr in zip(remembered.inputs, pointers):
+        launch.set_array(index, ptr, element, scalar, offset, total)
+    arrays = []
+    for (index, element, offset, total), made in zip(remembered.outputs, remembered.made):
+        if made is None:
+            launch.set_array(index, 0, element, scalar, offset, total)
+            arrays.append(None)
+            continue
+        native, ptr = (allocate_zeros if made[1] else allocate)(made[0], scalar, device)
+        launch.set_array(index, ptr, element, scalar, offset, total)
+        arrays.append(native)
+    launch.run(None if device == "cpu" else wp.get_stream(device))
+    return arrays
 
 
 def _scattering(
@@ -775,8 +867,8 @@ def _launch_product(operands: Operands, kind: str, params, first_result: int, po
     that sums over groups writes partial sums (allocated here) and then adds them up."""
     # (Where each sum is one chunk, that chunk's sum is the result: straight in.)
     if not _summing(operands.op, kind) or _chunks(operands.plan.reduce) == 1:
-        params += _result_params(operands, first_result, pointers)
-        _run(operands, kind, params, _parts(operands))
+        results = _result_params(operands, first_result, pointers)
+        _run(operands, kind, params + results, _parts(operands))
         return
     shapes = _partial_shapes(operands.op, operands.plan)
     partials = [allocate(shape, operands.scalar, operands.device) for shape in shapes]
@@ -800,9 +892,12 @@ def vjp(
     allocate_zeros: Allocator,
     needed: Sequence[bool] | None = None,
     allocate: Allocator | None = None,
+    repeat_key: Hashable | None = None,
 ) -> list[Any | None]:
     """Reverse-mode product: for each operand, the sum over the broadcast batch of the
     cotangents pulled back through the op (None where not differentiable or not needed).
+    Given `repeat_key` (which must determine `needed` too), later calls with that key may
+    go through `repeat`.
 
     `cotangents` has one entry per result (None means zero); `allocate_zeros` returns
     zero-filled arrays, into which the kernels accumulate. Given `allocate` (arrays left
@@ -816,13 +911,15 @@ def vjp(
         needed = [o.differentiable for o in op.operands]
     needed = [bool(n) and o.differentiable for n, o in zip(needed, op.operands)]
     dense = dense_operands(operands.plan) if allocate else 0
+    made = [
+        (shape, not dense >> k & 1) if need else None
+        for k, (need, shape) in enumerate(zip(needed, operands.shapes))
+    ]
     grads = [
         None
-        if not need
-        else (allocate if dense >> k & 1 else allocate_zeros)(
-            shape, operands.scalar, operands.device
-        )
-        for k, (need, shape) in enumerate(zip(needed, operands.shapes))
+        if m is None
+        else (allocate_zeros if m[1] else allocate)(m[0], operands.scalar, operands.device)
+        for m in made
     ]
     cotangent_buffers = [
         _cotangent(operands, k, g, allocate_zeros) for k, g in enumerate(cotangents)
@@ -840,6 +937,13 @@ def vjp(
             for k, (g, shape) in enumerate(zip(grads, operands.shapes))
         ]
         _run_scattered(operands, "vjp", params, outputs)
+        if repeat_key is not None and all(g is not None for g in cotangents):
+            elements = [o.element for o in op.operands]
+            params += [
+                (index, b.ptr, elements[k], _elements(b.shape, elements[k]), k)
+                for index, b, k in outputs
+            ]
+            _remember(operands, "vjp", repeat_key, params, made)
     return [None if grad is None else grad[0] for grad in grads]
 
 
