@@ -39,6 +39,7 @@ def polar(vector: Any):
     return length, vector / length
 
 
+POLAR_RESULTS = {"length": (), "direction": (3,)}
 POLAR = xform.define_op(
     "polar", polar, operands={"vector": (3,)}, results={"length": (), "direction": (3,)}
 )
@@ -334,6 +335,9 @@ def test_a_build_failure_names_the_op_and_its_declaration(rng):
 def test_define_op_checks_its_arguments():
     with pytest.raises(ValueError, match="must be a Python identifier"):
         xform.define_op("not a name", polar, {"vector": (3,)}, {"length": ()})
+    for work in (0.5, "2", True, float("nan")):
+        with pytest.raises(ValueError, match="work must be a number of at least 1"):
+            xform.define_op("bad", polar, {"vector": (3,)}, POLAR_RESULTS, work=work)
     with pytest.raises(TypeError, match="must be a @wp.func"):
         xform.define_op("bad", lambda v: v, {"vector": (3,)}, {"length": ()})
     with pytest.raises(ValueError, match="takes 1 arguments; expected 2"):
@@ -544,7 +548,8 @@ SHARDED = textwrap.dedent(
         length = wp.length(vector)
         return length, vector / length
 
-    POLAR = xform.define_op("polar", polar, {"vector": (3,)}, {"length": (), "direction": (3,)})
+    POLAR_RESULTS = {"length": (), "direction": (3,)}
+POLAR = xform.define_op("polar", polar, {"vector": (3,)}, {"length": (), "direction": (3,)})
     mesh = Mesh(np.array(jax.devices()), ("batch",))
     v = np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32)
 
@@ -569,3 +574,28 @@ def test_jax_shard_map_over_two_cpu_devices(tmp_path):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "sharded ok" in result.stdout
+
+
+def test_heavy_elements_split_over_the_threads_sooner(rng, monkeypatch):
+    """`work` weighs an element in the CPU split: an op of work w splits from
+    PARALLEL_MIN_ELEMENTS / w elements, its products too, with the same values."""
+    from xform import _launch, _products
+
+    monkeypatch.setattr(_launch, "THREADS", 2)
+    heavy = xform.define_op("polar_heavy", polar, {"vector": (3,)}, POLAR_RESULTS, work=64)
+    light = xform.define_op("polar_light", polar, {"vector": (3,)}, POLAR_RESULTS)
+    count = _launch.PARALLEL_MIN_ELEMENTS // 64
+    vectors = rng.normal(size=(count, 3))
+    for op, parts in ((heavy, 2), (light, 1)):
+        assert _launch._parts(_launch.prepare(op, [vectors])) == parts
+    closed = xform.define_op(
+        "scaled_rotate_heavy", scaled_rotate, {"quaternion": (4,), "points": (3,), "scale": ()},
+        {"out_points": (3,)}, scaled_rotate_tangent, scaled_rotate_vjp, work=64,
+    )  # fmt: skip
+    assert _products.vjp_op(closed).work == _products.tangent_op(closed).work == 64
+    for split, serial in zip(heavy(vectors), light(vectors)):
+        np.testing.assert_array_equal(split, serial)
+    cotangents = [rng.normal(size=count), rng.normal(size=(count, 3))]
+    np.testing.assert_array_equal(
+        xform.vjp(heavy, [vectors], cotangents)[0], xform.vjp(light, [vectors], cotangents)[0]
+    )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import STEP, check_grads, hessian_by_differences
+from helpers import STEP, as_tuple, check_grads, hessian_by_differences
 
 import xform
 from xform.kinematics import Chain
@@ -409,6 +409,30 @@ def test_forward_tangent_is_the_jacobian(tree, rng):
         w, x, y, z = quaternions[k]
         left = np.array([[-x, -y, -z], [w, z, -y], [-z, w, x], [y, -x, w]])  # (0, ω) q
         np.testing.assert_allclose(d_quaternions[k], 0.5 * left @ twist[3:], atol=1e-12)
+
+
+def test_a_batch_split_over_threads_equals_one_thread(tree, rng, monkeypatch):
+    """A configuration weighs as much as 2 n_links small ops (`Op.work`), so a batch of a
+    few thousand splits over the threads: the same poses, Jacobians and gradients, bit
+    for bit, as in small batches on one thread."""
+    from xform import _launch
+
+    monkeypatch.setattr(_launch, "THREADS", 2)
+    count = -(-_launch.PARALLEL_MIN_ELEMENTS // int(tree.forward_kinematics_op.work)) + 7
+    q = rng.uniform(-3, 3, (count, tree.dof))
+    for op, extra in ((tree.forward_kinematics_op, []), (tree.jacobian_op, [3.0])):
+        whole = [q, *tree.op_arguments(q)[1:], *extra]
+        assert _launch._parts(_launch.prepare(op, whole)) == 2
+        results = as_tuple(op(*whole))
+        cotangents = [rng.normal(size=r.shape) for r in results]
+        gradient = xform.vjp(op, whole, cotangents)[0]
+        for start in range(0, count, 500):
+            part = slice(start, start + 500)
+            args = [q[part], *whole[1:]]
+            for r, p in zip(results, as_tuple(op(*args))):
+                np.testing.assert_array_equal(r[part], p)
+            g = xform.vjp(op, args, [c[part] for c in cotangents])[0]
+            np.testing.assert_array_equal(gradient[part], g)
 
 
 def test_torch_gradcheck_and_dtypes(tree, rng):

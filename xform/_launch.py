@@ -329,7 +329,9 @@ def _summing_tiles(plan: LaunchPlan, parts: int) -> tuple[Tile, ...]:
 
 
 def _parts(operands: Operands) -> int:
-    if operands.device == "cpu" and operands.plan.size >= PARALLEL_MIN_ELEMENTS:
+    """Threads for a CPU launch: all of them from `PARALLEL_MIN_ELEMENTS` elements,
+    weighted by `Op.work`."""
+    if operands.device == "cpu" and operands.plan.size * operands.op.work >= PARALLEL_MIN_ELEMENTS:
         return THREADS
     return 1
 

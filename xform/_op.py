@@ -56,6 +56,9 @@ class Op:
     # Kernels loop over runs of launch indices: a CPU thread's run, and a GPU thread's in a
     # VJP that adds into a shared gradient (see _codegen.py and _launch._run_shape).
     runs: bool = False
+    # An element's weight relative to a small rotation's: CPU launches split over the
+    # threads from `PARALLEL_MIN_ELEMENTS / work` elements.
+    work: float = 1.0
     # cuRobo's optional preallocated buffers, in its order: result buffers, then
     # gradient buffers (the PyTorch adapter's functional API takes them).
     result_buffers: tuple[str, ...] = ()
@@ -282,6 +285,7 @@ def define_op(
     doc: str | None = None,
     *,
     runs: bool = False,
+    work: float = 1.0,
     result_buffers: Sequence[str] = (),
     gradient_buffers: Sequence[str] = (),
 ) -> Op:
@@ -312,8 +316,11 @@ def define_op(
     says so, all for plain shapes; `()`: none, the results are marked non-differentiable);
     the others have zero derivatives. `doc` states the formula; it opens every framework's
     docstring. `runs` makes kernels loop over runs of launch indices (worth it where
-    operands are broadcast or prepared); `result_buffers` and `gradient_buffers` name
-    cuRobo's optional preallocated buffers (PyTorch only).
+    operands are broadcast or prepared); `work` is an element's weight relative to a
+    small rotation's or pose product's (1): a CPU launch splits over the threads from
+    `PARALLEL_MIN_ELEMENTS / work` elements, so a heavy element (a whole kinematic tree)
+    splits at fewer; `result_buffers` and
+    `gradient_buffers` name cuRobo's optional preallocated buffers (PyTorch only).
 
     Returns an `xform.Op`, callable on NumPy, Warp, PyTorch and JAX arrays and accepted
     by `xform.vjp` and `xform.jvp`. With closed-form `tangent` and `vjp` (written without
@@ -321,7 +328,7 @@ def define_op(
     """
     return _define_op(
         name, function, operands, results, tangent, vjp, differentiable, doc,
-        runs=runs, result_buffers=result_buffers, gradient_buffers=gradient_buffers,
+        runs=runs, work=work, result_buffers=result_buffers, gradient_buffers=gradient_buffers,
     )  # fmt: skip
 
 
@@ -336,6 +343,7 @@ def _define_op(
     doc: str | None = None,
     *,
     runs: bool = False,
+    work: float = 1.0,
     result_buffers: Sequence[str] = (),
     gradient_buffers: Sequence[str] = (),
     product_of: tuple[Op, str] | None = None,
@@ -372,6 +380,8 @@ def _define_op(
         raise _error(
             name, "result_buffers names one buffer per result; gradient_buffers one per operand"
         )
+    if isinstance(work, bool) or not isinstance(work, (int, float)) or not work >= 1:
+        raise _error(name, f"work must be a number of at least 1, got {work!r}")
     bad = [b for b in (*result_buffers, *gradient_buffers) if not _is_name(b)]
     if bad:
         raise _error(name, f"buffer names {bad} are not Python identifiers")
@@ -384,6 +394,7 @@ def _define_op(
         tuple(_spec_fingerprint(x) for x in result_specs),
         doc,
         runs,
+        float(work),
         tuple(result_buffers),
         tuple(gradient_buffers),
         product_of,
@@ -408,6 +419,7 @@ def _define_op(
             tangent=tangent,
             vjp=vjp,
             runs=runs,
+            work=float(work),
             result_buffers=tuple(result_buffers),
             gradient_buffers=tuple(gradient_buffers),
             key=key,

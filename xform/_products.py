@@ -115,6 +115,7 @@ def _define_vjp_op(op: Op) -> Op:
         doc=f"The VJP of {op.name}: each differentiable operand's gradient, shaped like it.",
         # Its forward is the op's VJP kernel, which loops over runs where the op sums.
         runs=op.runs or bool(op.reduced),
+        work=op.work,
         product_of=(op, "vjp"),
     )
 
@@ -133,6 +134,7 @@ def _define_tangent_op(op: Op) -> Op:
         differentiable=differentiable,
         doc=f"The tangent of {op.name}: its results' tangents.",
         runs=op.runs,
+        work=op.work,
         product_of=(op, "tangent"),
     )
 

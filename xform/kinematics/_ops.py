@@ -342,6 +342,13 @@ def _model_operand(n_links: int) -> Operand:
     return Operand((n_links, _urdf.TABLE_COLUMNS), batch=())
 
 
+def _work(n_links: int) -> float:
+    """A configuration's weight in the CPU split (`Op.work`): measured, Panda's FK (13
+    links, ~250 ns a configuration on one core) gains from both cores from ~1,100
+    configurations up, where the threads' hand-off (~130 µs) pays (benchmarks/NOTES.md 32)."""
+    return 2.0 * n_links
+
+
 @functools.cache
 def forward_kinematics_op(n_links: int, dof: int) -> Op:
     return define_op(
@@ -352,6 +359,7 @@ def forward_kinematics_op(n_links: int, dof: int) -> Op:
         tangent=forward_kinematics_tangent,
         vjp=forward_kinematics_vjp,
         differentiable=["q"],
+        work=_work(n_links),
         doc=f"Every link's pose in the base frame, for a tree of {n_links} links and {dof} "
         "coordinates (xform.kinematics.Chain.forward_kinematics).",
     )
@@ -367,6 +375,7 @@ def jacobian_op(n_links: int, dof: int) -> Op:
         tangent=jacobian_tangent,
         vjp=jacobian_vjp,
         differentiable=["q"],
+        work=_work(n_links),
         doc=f"The Jacobian [linear; angular] of one link in the base frame, for a tree of "
         f"{n_links} links and {dof} coordinates (xform.kinematics.Chain.jacobian).",
     )
