@@ -223,15 +223,21 @@ def _repeat_key(arrays, prefix: int, *extra) -> tuple | None:
     return (*key, *extra)
 
 
+def _repeated(op: Op, kind: str, key: tuple | None, arrays):
+    """`kind`'s product of these tensors through the launch an earlier call left under
+    `key`; None where there is none (or no key)."""
+    if key is None:
+        return None
+    return _launch.repeat(op, kind, key, [x.data_ptr() for x in arrays], _empty, _zeros)
+
+
 def _forward(op: Op, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor]:
     plain = not any(b is not None for b in buffers)
     key = _repeat_key(operands, prefix) if plain else None
     with _on_current_stream(_device_of(operands)):
-        if key is not None:
-            pointers = [x.data_ptr() for x in operands]
-            results = _launch.repeat(op, "forward", key, pointers, _empty, _zeros)
-            if results is not None:
-                return results
+        results = _repeated(op, "forward", key, operands)
+        if results is not None:
+            return results
         if _meta(operands):
             _prepare(op, operands, prefix)
             return _fake_results(op, _detached(operands), prefix)
@@ -243,11 +249,9 @@ def _vjp(op: Op, operands, cotangents, needed, prefix: int = 0):
     arrays = [*operands, *cotangents]
     key = _repeat_key(arrays, prefix, tuple(needed))
     with _on_current_stream(_device_of(operands)):
-        if key is not None:
-            pointers = [x.data_ptr() for x in arrays]
-            grads = _launch.repeat(op, "vjp", key, pointers, _empty, _zeros)
-            if grads is not None:
-                return grads
+        grads = _repeated(op, "vjp", key, arrays)
+        if grads is not None:
+            return grads
         if _meta(operands):
             _prepare(op, operands, prefix)
             return [x.new_empty(x.shape) if need else None for x, need in zip(operands, needed)]

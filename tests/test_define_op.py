@@ -40,9 +40,7 @@ def polar(vector: Any):
 
 
 POLAR_RESULTS = {"length": (), "direction": (3,)}
-POLAR = xform.define_op(
-    "polar", polar, operands={"vector": (3,)}, results={"length": (), "direction": (3,)}
-)
+POLAR = xform.define_op("polar", polar, operands={"vector": (3,)}, results=POLAR_RESULTS)
 
 # --- and one with closed-form derivatives ---------------------------------------------------
 
@@ -548,8 +546,7 @@ SHARDED = textwrap.dedent(
         length = wp.length(vector)
         return length, vector / length
 
-    POLAR_RESULTS = {"length": (), "direction": (3,)}
-POLAR = xform.define_op("polar", polar, {"vector": (3,)}, {"length": (), "direction": (3,)})
+    POLAR = xform.define_op("polar", polar, {"vector": (3,)}, {"length": (), "direction": (3,)})
     mesh = Mesh(np.array(jax.devices()), ("batch",))
     v = np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32)
 
