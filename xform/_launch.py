@@ -702,7 +702,7 @@ def forward(
 ) -> list[Any]:
     """Run the op; return its results as the arrays that `allocate` made (those of an op
     whose results are `like` operands and add into them: `allocate_zeros`, where added).
-    Given `repeat_key`, later calls with that key may go through `repeat_forward`."""
+    Given `repeat_key`, later calls with that key may go through `repeat`."""
     op = operands.op
     params = _operand_params(operands)
     if op.scatters:
@@ -712,11 +712,11 @@ def forward(
     results = [allocate(shape, operands.scalar, operands.device) for shape in shapes]
     if operands.plan.results:
         pointers = [ptr for _, ptr in results]
-        _launch_product(operands, "forward", params, 1 + 2 * len(op.operands), pointers, allocate)
+        first = 1 + 2 * len(op.operands)
+        launched = _launch_product(operands, "forward", params, first, pointers, allocate)
         if repeat_key is not None:
-            params += _result_params(operands, 1 + 2 * len(op.operands), pointers)
             made = [(shape, False) for shape in shapes]
-            _remember(operands, "forward", repeat_key, params, made)
+            _remember(operands, "forward", repeat_key, launched, made)
     return [native for native, _ in results]
 
 
@@ -788,7 +788,7 @@ def repeat(
     then takes the checked path, with the key)."""
     repeats = getattr(_local, "repeats", None)
     remembered = repeats.get((op, kind, key)) if repeats else None
-    if remembered is None or getattr(_local, "recorder", None) is not None:
+    if remembered is None or _recorder() is not None:
         return None
     scalar, device, launch = remembered.scalar, remembered.device, remembered.launch
     for (index, element, offset, total), ptr in zip(remembered.inputs, pointers):
@@ -836,11 +836,12 @@ def _scattering(
     return [native for native, _ in results]
 
 
-def _run_scattered(operands: Operands, kind: str, params, outputs) -> None:
+def _run_scattered(operands: Operands, kind: str, params, outputs) -> list[tuple]:
     """Launch `kind` given every array parameter but `outputs`: (parameter index, Buffer,
     operand k) for each array the kernel adds into in operand k's shape (`Op.scattered`;
     a null Buffer pointer where not needed). On CPU, split over the thread pool, with
-    partial sums per thread for the arrays that every thread adds into."""
+    partial sums per thread for the arrays that every thread adds into. Returns the array
+    parameters launched."""
     # Deep grids loop over overlapping outer tiles: they stay on one thread.
     deep = len(operands.plan.grid) > _indexing.MAX_GRID_DIMS
     parts = 1 if deep else _parts(operands)
@@ -862,16 +863,20 @@ def _run_scattered(operands: Operands, kind: str, params, outputs) -> None:
     _run(operands, kind, params, parts)
     for partial in partials.values():
         partial.add_into_total()
+    return params
 
 
-def _launch_product(operands: Operands, kind: str, params, first_result: int, pointers, allocate):
+def _launch_product(
+    operands: Operands, kind: str, params, first_result: int, pointers, allocate
+) -> list[tuple]:
     """Launch the forward or tangent, given every array parameter but the results'. An op
-    that sums over groups writes partial sums (allocated here) and then adds them up."""
+    that sums over groups writes partial sums (allocated here) and then adds them up.
+    Returns the array parameters of the (first) launch."""
     # (Where each sum is one chunk, that chunk's sum is the result: straight in.)
     if not _summing(operands.op, kind) or _chunks(operands.plan.reduce) == 1:
-        results = _result_params(operands, first_result, pointers)
-        _run(operands, kind, params + results, _parts(operands))
-        return
+        params = params + _result_params(operands, first_result, pointers)
+        _run(operands, kind, params, _parts(operands))
+        return params
     shapes = _partial_shapes(operands.op, operands.plan)
     partials = [allocate(shape, operands.scalar, operands.device) for shape in shapes]
     partial_pointers = [ptr for _, ptr in partials]
@@ -880,6 +885,7 @@ def _launch_product(operands: Operands, kind: str, params, first_result: int, po
     _run(operands, kind, params, _parts(operands))
     stream = None if operands.device == "cpu" else wp.get_stream(operands.device)
     _sum_partials(operands, kind, partial_pointers, pointers, stream)
+    return params
 
 
 def forward_params(operands: Operands, result_pointers) -> list[tuple]:
@@ -938,14 +944,9 @@ def vjp(
             else (first + k, Buffer(g[1], shape, "", operands.device, g[0]), k)
             for k, (g, shape) in enumerate(zip(grads, operands.shapes))
         ]
-        _run_scattered(operands, "vjp", params, outputs)
+        launched = _run_scattered(operands, "vjp", params, outputs)
         if repeat_key is not None and all(g is not None for g in cotangents):
-            elements = [o.element for o in op.operands]
-            params += [
-                (index, b.ptr, elements[k], _elements(b.shape, elements[k]), k)
-                for index, b, k in outputs
-            ]
-            _remember(operands, "vjp", repeat_key, params, made)
+            _remember(operands, "vjp", repeat_key, launched, made)
     return [None if grad is None else grad[0] for grad in grads]
 
 

@@ -319,8 +319,8 @@ def define_op(
     operands are broadcast or prepared); `work` is an element's weight relative to a
     small rotation's or pose product's (1): a CPU launch splits over the threads from
     `PARALLEL_MIN_ELEMENTS / work` elements, so a heavy element (a whole kinematic tree)
-    splits at fewer; `result_buffers` and
-    `gradient_buffers` name cuRobo's optional preallocated buffers (PyTorch only).
+    splits at fewer; `result_buffers` and `gradient_buffers` name cuRobo's optional
+    preallocated buffers (PyTorch only).
 
     Returns an `xform.Op`, callable on NumPy, Warp, PyTorch and JAX arrays and accepted
     by `xform.vjp` and `xform.jvp`. With closed-form `tangent` and `vjp` (written without
