@@ -12,7 +12,10 @@ runs after warm-up, float32 but for Pinocchio (float64 only):
 - a jnp FK under `jax.jit` (`peers.jnp_forward_kinematics`, unit quaternions as xform's);
 - Pinocchio looped over configurations in Python: `forwardKinematics` +
   `updateFramePlacements`, and for forward + backward also `computeJointJacobians` (what
-  its derivatives start from);
+  its derivatives start from: a lower bound, as it leaves the gradient uncomputed);
+- for forward + backward, Pinocchio's gradient of the same cotangents, as its user gets
+  one (`pinocchio_gradient`: the loop above, the poses and Jacobians read out, and the
+  contraction vectorised in NumPy);
 - a copy of as many bytes as the call reads or writes (the bandwidth floor).
 
 Peers that take seconds per call at a size are capped (`CAPS`), and say so. Writes
@@ -46,6 +49,7 @@ CAPS = {
     "pytorch_kinematics": 10_000,
     "pytorch_kinematics torch.compile": 10_000,
     "pinocchio loop": 10_000,
+    "pinocchio gradient": 10_000,
 }
 
 
@@ -93,6 +97,51 @@ def pinocchio_runner(path: Path, q: np.ndarray, backward: bool):
     return run
 
 
+def pinocchio_gradient(model, data, frames, configurations, g_position, g_rotation):
+    """Pinocchio's gradient of `<g_position, p> + <g_rotation, R>` over the `frames`' poses
+    (position p, rotation matrix R) at each configuration, `(batch, nv)`: Pinocchio has no
+    VJP, so this is how its user gets one. A Python loop over the configurations runs
+    `computeJointJacobians` (the joints' poses and their Jacobian in the world frame, at the
+    world origin) and `updateFramePlacements`, and reads the frames' placements and that
+    Jacobian out; then, vectorised over the batch in NumPy, each frame's cotangents become a
+    wrench at the world origin `(f, τ + p × f)` (`f = g_position`, `τ` the axial part of
+    `g_rotation Rᵀ`), summed over the frames each joint supports and contracted with its
+    Jacobian column."""
+    import pinocchio as pin
+
+    batch = len(configurations)
+    placements = np.empty((batch, len(frames), 4, 4))
+    jacobians = np.empty((batch, 6, model.nv))
+    for b, configuration in enumerate(configurations):
+        pin.computeJointJacobians(model, data, configuration)
+        pin.updateFramePlacements(model, data)
+        placements[b] = [data.oMf[f].homogeneous for f in frames]
+        jacobians[b] = data.J
+    support = np.zeros((len(frames), model.nv))  # frame x velocity: does the joint move it
+    for row, frame in enumerate(frames):
+        for joint in model.supports[model.frames[frame].parentJoint][1:]:
+            support[row, model.joints[joint].idx_v] = 1.0
+    position, rotation = placements[..., :3, 3], placements[..., :3, :3]
+    m = g_rotation @ np.swapaxes(rotation, -1, -2)
+    torque = np.stack([m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0],
+                       m[..., 1, 0] - m[..., 0, 1]], -1)  # fmt: skip
+    wrench = np.concatenate([g_position, torque + np.cross(position, g_position)], -1)
+    return np.einsum("bkv,bfk,fv->bv", jacobians, wrench, support)
+
+
+def pinocchio_gradient_runner(path: Path, links, q: np.ndarray):
+    """`pinocchio_gradient` of every link's pose, for cotangents of ones (as xform's)."""
+    import pinocchio as pin
+
+    model = pin.buildModelFromUrdf(str(path))
+    data = model.createData()
+    frames = [model.getFrameId(name, pin.BODY) for name in links]
+    configurations = [np.concatenate([c, c[-1:]]).astype(np.float64) for c in q]
+    g_position = np.ones((len(q), len(frames), 3))
+    g_rotation = np.ones((len(q), len(frames), 3, 3))
+    return lambda: pinocchio_gradient(model, data, frames, configurations, g_position, g_rotation)
+
+
 def core_runner(chain, q: np.ndarray, backward: bool):
     if not backward:
         return lambda: chain.forward_kinematics(q)
@@ -135,8 +184,11 @@ def implementations(chain, path, q, backward, compile_peers):
             jnp_forward_kinematics(chain.model.table), [q], backward, "cpu"
         ),
         "pinocchio loop": lambda: pinocchio_runner(path, q, backward),
+        "pinocchio gradient": lambda: pinocchio_gradient_runner(path, chain.link_names, q),
         "copy floor": lambda: copy_runner(traffic_bytes(chain, len(q), backward)),
     }
+    if not backward:
+        del runners["pinocchio gradient"]
     if compile_peers:
         compiled = torch.compile(pk_fk, dynamic=False)
         runners["pytorch_kinematics torch.compile"] = lambda: torch_runner(
@@ -189,7 +241,8 @@ def format_table(records) -> str:
         cells = []
         for name in impls:
             if name not in row:
-                cells.append(f"capped at {CAPS[name]:,}" if name in CAPS else "-")
+                capped = size > CAPS.get(name, size)
+                cells.append(f"capped at {CAPS[name]:,}" if capped else "-")
                 continue
             r = row[name]
             cells.append(f"{r['ns per configuration']:,.0f} ({r['seconds'] / reference:.2f})")

@@ -47,9 +47,52 @@ def test_kinematics_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):
         for impl in ("xform torch", "xform jax.jit", "xform numpy", "pytorch_kinematics",
                      "jax.jit jnp", "pinocchio loop"):  # fmt: skip
             assert (mode, impl) in measured
+    assert ("forward+backward", "pinocchio gradient") in measured
+    assert ("forward", "pinocchio gradient") not in measured
     assert all(r["seconds"] > 0 and r["bytes per configuration"] > 0 for r in records)
     saved = json.loads((tmp_path / "kinematics.json").read_text())
     assert len(saved["records"]) == len(records)
+
+
+def test_pinocchio_gradient_peer_computes_xforms_gradient(monkeypatch):
+    """The benchmark's Pinocchio forward + backward does the work xform's does: its
+    gradient of random cotangents on every link's position and rotation matrix equals
+    xform's (through torch, the quaternions turned into matrices by xform's op), float64,
+    the mimic finger's two Pinocchio coordinates folded into its master."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    for module in ("torch", "pinocchio"):
+        pytest.importorskip(module)
+    import numpy as np
+    import pinocchio as pin
+    import torch
+
+    import xform
+    import xform.backends.torch as xt
+    from benchmarks.kinematics import panda_urdf, pinocchio_gradient
+
+    path = panda_urdf()
+    chain = xform.kinematics.Chain.from_urdf(path)
+    rng = np.random.default_rng()
+    q = rng.uniform(-2.0, 2.0, (4, chain.dof))
+    g_position = rng.normal(size=(4, chain.n_links, 3))
+    g_rotation = rng.normal(size=(4, chain.n_links, 3, 3))
+
+    q_torch = torch.tensor(q, requires_grad=True)
+    poses = chain.forward_kinematics(q_torch)
+    rotation = xt.quaternion_to_matrix(poses.quaternion)
+    loss = (poses.position * torch.tensor(g_position)).sum()
+    loss = loss + (rotation * torch.tensor(g_rotation)).sum()
+    (expected,) = torch.autograd.grad(loss, q_torch)
+
+    model = pin.buildModelFromUrdf(str(path))
+    frames = [model.getFrameId(name, pin.BODY) for name in chain.link_names]
+    configurations = [np.concatenate([c, c[-1:]]) for c in q]  # the mimic finger, repeated
+    got = pinocchio_gradient(
+        model, model.createData(), frames, configurations, g_position, g_rotation
+    )
+    assert got.shape == (4, model.nv) == (4, chain.dof + 1)
+    got = np.concatenate([got[:, :-2], got[:, -2:].sum(-1, keepdims=True)], -1)
+    np.testing.assert_allclose(got, expected.numpy(), rtol=0, atol=1e-12)
 
 
 def test_second_order_benchmark_runs_at_a_small_size(tmp_path, monkeypatch):
