@@ -65,9 +65,9 @@ def test_pinocchio_gradient_peer_computes_xforms_gradient(monkeypatch):
     import numpy as np
     import pinocchio as pin
     import torch
+    import xform.backends.torch as xt
 
     import xform
-    import xform.backends.torch as xt
     from benchmarks.kinematics import panda_urdf, pinocchio_gradient
 
     path = panda_urdf()
