@@ -63,6 +63,18 @@ def hessian_by_differences(gradient, x: np.ndarray, step: float = STEP) -> np.nd
     return np.stack(columns, -1)
 
 
+def difference_tolerance(expected, cotangents, results) -> float:
+    """How far a VJP may lie from `finite_difference_vjp`'s `expected`: 1e-6 relative,
+    plus the differences' round-off, which is absolute: each component divides by 2 STEP
+    the difference of two sums `sum(cotangent * result)`, whose terms are each rounded to
+    a few ε of themselves (independently: their root sum of squares). It dominates where
+    the gradient is small next to those terms (pose_interpolate's first pose at t ≈ 1:
+    3.8e-10 off a gradient of 2.9e-4, seed 148703271); elsewhere it adds ~1e-10 relative."""
+    terms = np.sqrt(sum(float(np.square(c * r).sum()) for c, r in zip(cotangents, results)))
+    roundoff = 8.0 * np.finfo(np.float64).eps * terms / STEP
+    return 1e-6 * float(np.linalg.norm(expected)) + roundoff * np.sqrt(expected.size)
+
+
 def finite_difference_vjp(name, args, cotangents, k):
     """d/d args[k] of sum(cotangent * result), by central differences."""
     fn = getattr(xform, name)
