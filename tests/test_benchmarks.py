@@ -68,7 +68,7 @@ def test_pinocchio_gradient_peer_computes_xforms_gradient(monkeypatch):
     import xform.backends.torch as xt
 
     import xform
-    from benchmarks.kinematics import panda_urdf, pinocchio_gradient
+    from benchmarks.kinematics import panda_urdf, pinocchio_gradient, pinocchio_support
 
     path = panda_urdf()
     chain = xform.kinematics.Chain.from_urdf(path)
@@ -87,9 +87,9 @@ def test_pinocchio_gradient_peer_computes_xforms_gradient(monkeypatch):
     model = pin.buildModelFromUrdf(str(path))
     frames = [model.getFrameId(name, pin.BODY) for name in chain.link_names]
     configurations = [np.concatenate([c, c[-1:]]) for c in q]  # the mimic finger, repeated
-    got = pinocchio_gradient(
-        model, model.createData(), frames, configurations, g_position, g_rotation
-    )
+    support = pinocchio_support(model, frames)
+    data = model.createData()
+    got = pinocchio_gradient(model, data, frames, support, configurations, g_position, g_rotation)
     assert got.shape == (4, model.nv) == (4, chain.dof + 1)
     got = np.concatenate([got[:, :-2], got[:, -2:].sum(-1, keepdims=True)], -1)
     np.testing.assert_allclose(got, expected.numpy(), rtol=0, atol=1e-12)
