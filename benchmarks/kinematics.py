@@ -14,7 +14,7 @@ runs after warm-up, float32 but for Pinocchio (float64 only):
   `updateFramePlacements`, and for forward + backward also `computeJointJacobians` (what
   its derivatives start from: a lower bound, as it leaves the gradient uncomputed);
 - for forward + backward, Pinocchio's gradient of the same cotangents, as its user gets
-  one (`pinocchio_gradient`: the loop above, the poses and Jacobians read out, and the
+  one (`PinocchioGradient`: the loop above, the poses and Jacobians read out, and the
   contraction vectorised in NumPy);
 - a copy of as many bytes as the call reads or writes (the bandwidth floor).
 
@@ -79,13 +79,18 @@ def pytorch_kinematics_fk(text: bytes):
     return fk, len(chain.get_joint_parameter_names())
 
 
+def with_mimic_finger(q: np.ndarray) -> np.ndarray:
+    """Panda's coordinates as pytorch_kinematics and Pinocchio take them, `(..., 9)`: both
+    ignore `<mimic>`, so the mimic finger is a coordinate of its own, here the master's."""
+    return np.concatenate([q, q[..., -1:]], -1)
+
+
 def pinocchio_runner(path: Path, q: np.ndarray, backward: bool):
     import pinocchio as pin
 
     model = pin.buildModelFromUrdf(str(path))
     data = model.createData()
-    configurations = [np.asarray(c, dtype=np.float64) for c in q]  # nq = 9: the mimic finger
-    configurations = [np.concatenate([c, c[-1:]]) for c in configurations]
+    configurations = list(with_mimic_finger(q.astype(np.float64)))
 
     def run():
         for c in configurations:
@@ -97,56 +102,55 @@ def pinocchio_runner(path: Path, q: np.ndarray, backward: bool):
     return run
 
 
-def pinocchio_support(model, frames) -> np.ndarray:
-    """`(frames, nv)`: 1 where the velocity coordinate's joint moves the frame."""
-    support = np.zeros((len(frames), model.nv))
-    for row, frame in enumerate(frames):
-        for joint in model.supports[model.frames[frame].parentJoint][1:]:
-            support[row, model.joints[joint].idx_v] = 1.0
-    return support
-
-
-def pinocchio_gradient(model, data, frames, support, configurations, g_position, g_rotation):
-    """Pinocchio's gradient of `<g_position, p> + <g_rotation, R>` over the `frames`' poses
+class PinocchioGradient:
+    """Pinocchio's gradient of `<g_position, p> + <g_rotation, R>` over the `links`' poses
     (position p, rotation matrix R) at each configuration, `(batch, nv)`: Pinocchio has no
     VJP, so this is how its user gets one. A Python loop over the configurations runs
     `computeJointJacobians` (the joints' poses and their Jacobian in the world frame, at the
     world origin) and `updateFramePlacements`, and reads the frames' placements and that
     Jacobian out; then, vectorised over the batch in NumPy, each frame's cotangents become a
     wrench at the world origin `(f, τ + p × f)` (`f = g_position`, `τ` the axial part of
-    `g_rotation Rᵀ`), summed over the frames each joint supports (`support`, from
-    `pinocchio_support`) and contracted with its Jacobian column."""
-    import pinocchio as pin
+    `g_rotation Rᵀ`), summed over the frames each joint supports and contracted with its
+    Jacobian column. The model, its frames and their supports are made once, as a user's
+    setup."""
 
-    batch = len(configurations)
-    placements = np.empty((batch, len(frames), 4, 4))
-    jacobians = np.empty((batch, 6, model.nv))
-    for b, configuration in enumerate(configurations):
-        pin.computeJointJacobians(model, data, configuration)
-        pin.updateFramePlacements(model, data)
-        placements[b] = [data.oMf[f].homogeneous for f in frames]
-        jacobians[b] = data.J
-    position, rotation = placements[..., :3, 3], placements[..., :3, :3]
-    m = g_rotation @ np.swapaxes(rotation, -1, -2)
-    torque = np.stack([m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0],
-                       m[..., 1, 0] - m[..., 0, 1]], -1)  # fmt: skip
-    wrench = np.concatenate([g_position, torque + np.cross(position, g_position)], -1)
-    return np.einsum("bkv,bfk,fv->bv", jacobians, wrench, support)
+    def __init__(self, path: Path, links):
+        import pinocchio as pin
+
+        self.pin = pin
+        self.model = pin.buildModelFromUrdf(str(path))
+        self.data = self.model.createData()
+        self.frames = [self.model.getFrameId(name, pin.BODY) for name in links]
+        self.support = np.zeros((len(self.frames), self.model.nv))  # frame x velocity
+        for row, frame in enumerate(self.frames):
+            for joint in self.model.supports[self.model.frames[frame].parentJoint][1:]:
+                self.support[row, self.model.joints[joint].idx_v] = 1.0
+
+    def __call__(self, configurations, g_position, g_rotation) -> np.ndarray:
+        pin, model, data, frames = self.pin, self.model, self.data, self.frames
+        batch = len(configurations)
+        placements = np.empty((batch, len(frames), 4, 4))
+        jacobians = np.empty((batch, 6, model.nv))
+        for b, configuration in enumerate(configurations):
+            pin.computeJointJacobians(model, data, configuration)
+            pin.updateFramePlacements(model, data)
+            placements[b] = [data.oMf[f].homogeneous for f in frames]
+            jacobians[b] = data.J
+        position, rotation = placements[..., :3, 3], placements[..., :3, :3]
+        m = g_rotation @ np.swapaxes(rotation, -1, -2)
+        torque = np.stack([m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0],
+                           m[..., 1, 0] - m[..., 0, 1]], -1)  # fmt: skip
+        wrench = np.concatenate([g_position, torque + np.cross(position, g_position)], -1)
+        return np.einsum("bkv,bfk,fv->bv", jacobians, wrench, self.support)
 
 
 def pinocchio_gradient_runner(path: Path, links, q: np.ndarray):
-    """`pinocchio_gradient` of every link's pose, for cotangents of ones (as xform's)."""
-    import pinocchio as pin
-
-    model = pin.buildModelFromUrdf(str(path))
-    data = model.createData()
-    frames = [model.getFrameId(name, pin.BODY) for name in links]
-    configurations = [np.concatenate([c, c[-1:]]).astype(np.float64) for c in q]
-    g_position = np.ones((len(q), len(frames), 3))
-    g_rotation = np.ones((len(q), len(frames), 3, 3))
-    support = pinocchio_support(model, frames)
-    arguments = (model, data, frames, support, configurations, g_position, g_rotation)
-    return lambda: pinocchio_gradient(*arguments)
+    """`PinocchioGradient` of every link's pose, for cotangents of ones (as xform's)."""
+    gradient = PinocchioGradient(path, links)
+    configurations = list(with_mimic_finger(q.astype(np.float64)))
+    g_position = np.ones((len(q), len(links), 3))
+    g_rotation = np.ones((len(q), len(links), 3, 3))
+    return lambda: gradient(configurations, g_position, g_rotation)
 
 
 def core_runner(chain, q: np.ndarray, backward: bool):
@@ -181,7 +185,7 @@ def implementations(chain, path, q, backward, compile_peers):
         return poses.position, poses.quaternion
 
     pk_fk, pk_dof = pytorch_kinematics_fk(path.read_bytes())
-    q_pk = np.concatenate([q, q[:, -1:]], -1)  # the mimic finger's coordinate, repeated
+    q_pk = with_mimic_finger(q)
     runners = {
         "xform torch": lambda: torch_runner(fk, [q], backward, "cpu"),
         "xform jax.jit": lambda: jax_runner(fk, [q], backward, "cpu"),

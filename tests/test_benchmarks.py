@@ -63,12 +63,11 @@ def test_pinocchio_gradient_peer_computes_xforms_gradient(monkeypatch):
     for module in ("torch", "pinocchio"):
         pytest.importorskip(module)
     import numpy as np
-    import pinocchio as pin
     import torch
     import xform.backends.torch as xt
 
     import xform
-    from benchmarks.kinematics import panda_urdf, pinocchio_gradient, pinocchio_support
+    from benchmarks.kinematics import PinocchioGradient, panda_urdf, with_mimic_finger
 
     path = panda_urdf()
     chain = xform.kinematics.Chain.from_urdf(path)
@@ -84,13 +83,9 @@ def test_pinocchio_gradient_peer_computes_xforms_gradient(monkeypatch):
     loss = loss + (rotation * torch.tensor(g_rotation)).sum()
     (expected,) = torch.autograd.grad(loss, q_torch)
 
-    model = pin.buildModelFromUrdf(str(path))
-    frames = [model.getFrameId(name, pin.BODY) for name in chain.link_names]
-    configurations = [np.concatenate([c, c[-1:]]) for c in q]  # the mimic finger, repeated
-    support = pinocchio_support(model, frames)
-    data = model.createData()
-    got = pinocchio_gradient(model, data, frames, support, configurations, g_position, g_rotation)
-    assert got.shape == (4, model.nv) == (4, chain.dof + 1)
+    gradient = PinocchioGradient(path, chain.link_names)
+    got = gradient(list(with_mimic_finger(q)), g_position, g_rotation)
+    assert got.shape == (4, gradient.model.nv) == (4, chain.dof + 1)
     got = np.concatenate([got[:, :-2], got[:, -2:].sum(-1, keepdims=True)], -1)
     np.testing.assert_allclose(got, expected.numpy(), rtol=0, atol=1e-12)
 
