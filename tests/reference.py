@@ -219,6 +219,85 @@ def se3_adjoint(t, q):
     return out
 
 
+def sim3_hat(xi):
+    """[[sigma I + [omega]x, rho], [0, 0]]: the 4x4 matrix of a Sim(3) tangent."""
+    out = np.zeros((*xi.shape[:-1], 4, 4))
+    out[..., :3, :3] = skew(xi[..., 3:6]) + xi[..., 6, None, None] * np.eye(3)
+    out[..., :3, 3] = xi[..., :3]
+    return out
+
+
+def sim3_ad(xi):
+    """ad(xi) e_k = vee([hat(xi), hat(e_k)]), from the commutator of 4x4 matrices."""
+    basis = sim3_hat(np.eye(7))
+    a = sim3_hat(xi)
+
+    def vee7(m):
+        block = m[:3, :3]
+        sigma = np.trace(block) / 3
+        return np.concatenate([m[:3, 3], vee(block - sigma * np.eye(3)), [sigma]])
+
+    return np.stack([vee7(a @ b - b @ a) for b in basis], -1)
+
+
+def sim3_left_jacobian(xi):
+    return _per_element(lambda v: _integral_of_exp(sim3_ad(v)), xi, element_ndims=(1,))
+
+
+def sim3_exp(xi):
+    m = _per_element(lambda v: expm(sim3_hat(v)), xi, element_ndims=(1,))
+    scale = np.exp(xi[..., 6])
+    return m[..., :3, 3], canonical_quaternion(m[..., :3, :3] / scale[..., None, None]), scale
+
+
+def sim3_log(t, q, s):
+    t, q, s = _broadcast((t, 1), (q, 1), (s, 0))
+    w = quaternion_rotvec(q)
+    sigma = np.log(s)
+    generator = skew(w) + sigma[..., None, None] * np.eye(3)
+    rho = _per_element(
+        lambda a, p: np.linalg.solve(_integral_of_exp(a), p), generator, t, element_ndims=(2, 1)
+    )
+    return np.concatenate([rho, w, sigma[..., None]], -1)
+
+
+def sim3_multiply(t1, q1, s1, t2, q2, s2):
+    t1, q1, s1, t2, q2, s2 = _broadcast((t1, 1), (q1, 1), (s1, 0), (t2, 1), (q2, 1), (s2, 0))
+    return s1[..., None] * apply(rotation_matrix(q1), t2) + t1, hamilton(q1, q2), s1 * s2
+
+
+def sim3_inverse(t, q, s):
+    t, q, s = _broadcast((t, 1), (q, 1), (s, 0))
+    return -apply(rotation_matrix(conjugate(q)), t) / s[..., None], conjugate(q), 1 / s
+
+
+def sim3_to_matrix(t, q, s):
+    t, q, s = _broadcast((t, 1), (q, 1), (s, 0))
+    out = np.zeros((*t.shape[:-1], 4, 4))
+    out[..., :3, :3] = s[..., None, None] * rotation_matrix(q)
+    out[..., :3, 3] = t
+    out[..., 3, 3] = 1.0
+    return out
+
+
+def matrix_to_sim3(m):
+    """The scale as the cube root of the block's determinant (the op uses its norm)."""
+    scale = np.cbrt(np.linalg.det(m[..., :3, :3]))
+    return m[..., :3, 3], canonical_quaternion(m[..., :3, :3] / scale[..., None, None]), scale
+
+
+def sim3_adjoint(t, q, s):
+    t, q, s = _broadcast((t, 1), (q, 1), (s, 0))
+    r = rotation_matrix(q)
+    out = np.zeros((*t.shape[:-1], 7, 7))
+    out[..., :3, :3] = s[..., None, None] * r
+    out[..., :3, 3:6] = skew(t) @ r
+    out[..., :3, 6] = -t
+    out[..., 3:6, 3:6] = r
+    out[..., 6, 6] = 1.0
+    return out
+
+
 def angle(q):
     flat = q.reshape(-1, 4)
     a = Rotation.from_quat(flat, scalar_first=True).magnitude() if len(flat) else np.zeros(0)
@@ -412,6 +491,20 @@ REFERENCES = {
     "se3_left_jacobian_inverse": lambda xi: np.linalg.inv(se3_left_jacobian(xi)),
     "se3_right_jacobian": lambda xi: se3_left_jacobian(-xi),
     "se3_right_jacobian_inverse": lambda xi: np.linalg.inv(se3_left_jacobian(-xi)),
+    "sim3_exp": sim3_exp,
+    "sim3_log": sim3_log,
+    "sim3_multiply": sim3_multiply,
+    "sim3_inverse": sim3_inverse,
+    "sim3_transform_points": lambda t, q, s, p: (lambda r, p, t: apply(r, p) + t)(
+        *_broadcast((s[..., None, None] * rotation_matrix(q), 2), (p, 1), (t, 1))
+    ),
+    "sim3_to_matrix": sim3_to_matrix,
+    "matrix_to_sim3": matrix_to_sim3,
+    "sim3_adjoint": sim3_adjoint,
+    "sim3_left_jacobian": sim3_left_jacobian,
+    "sim3_left_jacobian_inverse": lambda xi: np.linalg.inv(sim3_left_jacobian(xi)),
+    "sim3_right_jacobian": lambda xi: sim3_left_jacobian(-xi),
+    "sim3_right_jacobian_inverse": lambda xi: np.linalg.inv(sim3_left_jacobian(-xi)),
     "rotation_angle": angle,
     "quaternion_geodesic_distance": lambda a, b: angle(
         hamilton(*_broadcast((conjugate(a), 1), (b, 1)))
@@ -463,6 +556,7 @@ MATRIX_INPUT_OPS = {
     "matrix_to_axis_angle",
     "matrix_geodesic_distance",
     "matrix_to_pose",
+    "matrix_to_sim3",
 }
 # Tangents drawn at half scale: |omega| stays well inside (0, pi), where the logarithm is
 # the exponential's inverse and the Jacobians' inverses exist.
@@ -502,10 +596,14 @@ def random_args(name: str, leadings, rng: np.random.Generator, dtype=np.float64)
         elif name in MATRIX_INPUT_OPS and operand.element == (4, 4):
             a = np.zeros((*leading, 4, 4))
             a[..., :3, :3] = random_rotations(rng, leading)
+            if name == "matrix_to_sim3":
+                a[..., :3, :3] *= np.exp(0.5 * rng.normal(size=(*leading, 1, 1)))
             a[..., :3, 3] = rng.normal(size=(*leading, 3))
             a[..., 3, 3] = 1.0
         elif name in MATRIX_INPUT_OPS:
             a = random_rotations(rng, leading)
+        elif operand.name.startswith("scale"):  # Sim(3)'s scales are positive
+            a = np.asarray(np.exp(0.5 * rng.normal(size=leading)))
         else:
             a = rng.normal(size=(*leading, *operand.element))
             if operand.name in TANGENT_INPUTS:

@@ -123,7 +123,9 @@ def singular_points(op: xform.Op, rng) -> list[np.ndarray] | None:
         elif o.name == "xi":
             axis = rng.normal(size=(count, 3))
             x = x.copy()
-            x[:, 3:] = angles[:, None] * axis / np.linalg.norm(axis, axis=-1, keepdims=True)
+            x[:, 3:6] = angles[:, None] * axis / np.linalg.norm(axis, axis=-1, keepdims=True)
+            if o.element == (7,):  # Sim(3): no scale change (sigma = 0) at every other point
+                x[::2, 6] = 0.0
         elif rotation:
             q = _unit_quaternions(rng, angles, signs)
             if previous is not None:

@@ -2,7 +2,18 @@
 functions and the `define_op` calls that make them ops. The element functions are
 `@wp.func`s that user ops can call too."""
 
-from . import conversions, euler, interpolation, quaternion, registration, se2, se3, so2, so3
+from . import (
+    conversions,
+    euler,
+    interpolation,
+    quaternion,
+    registration,
+    se2,
+    se3,
+    sim3,
+    so2,
+    so3,
+)
 from .conversions import CUDA_MATRIX_TO_QUATERNION, MATRIX_TO_QUATERNION, QUATERNION_TO_MATRIX
 from .transforms import (
     BATCH_TRANSFORM_POINTS,
@@ -62,6 +73,20 @@ FAMILIES = {
         se3.SE3_LEFT_JACOBIAN_INVERSE,
         se3.SE3_RIGHT_JACOBIAN,
         se3.SE3_RIGHT_JACOBIAN_INVERSE,
+    ),
+    "Sim(3)": (
+        sim3.SIM3_EXP,
+        sim3.SIM3_LOG,
+        sim3.SIM3_MULTIPLY,
+        sim3.SIM3_INVERSE,
+        sim3.SIM3_TRANSFORM_POINTS,
+        sim3.SIM3_TO_MATRIX,
+        sim3.MATRIX_TO_SIM3,
+        sim3.SIM3_ADJOINT,
+        sim3.SIM3_LEFT_JACOBIAN,
+        sim3.SIM3_LEFT_JACOBIAN_INVERSE,
+        sim3.SIM3_RIGHT_JACOBIAN,
+        sim3.SIM3_RIGHT_JACOBIAN_INVERSE,
     ),
     "SO(2) and SE(2)": (
         so2.SO2_EXP,
