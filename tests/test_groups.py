@@ -18,6 +18,10 @@ GROUPS = {"SO3": (xform.SO3, jaxlie.SO3), "SE3": (xform.SE3, jaxlie.SE3)}
 if hasattr(xform, "SE2"):
     GROUPS |= {"SO2": (xform.SO2, jaxlie.SO2), "SE2": (xform.SE2, jaxlie.SE2)}
 NAMES = list(GROUPS)
+# Groups without a jaxlie peer: the laws, the frameworks' transforms and the batches below
+# cover them too (tests/test_sim3.py has the rest, against closed forms and NumPy).
+GROUPS |= {"Sim3": (xform.Sim3, None)}
+ALL = [*NAMES, "Sim3"]
 
 
 # --- storage layouts: the only thing undone between xform and jaxlie ----------------------
@@ -50,7 +54,7 @@ def same_element(a, b):
     one rotation)."""
     for x, y in zip(a._arrays, b._arrays):
         x, y = np.asarray(xform.to_numpy(x)), np.asarray(xform.to_numpy(y))
-        if x.shape[-1] == 4:
+        if x.ndim > len(a.shape) and x.shape[-1] == 4:  # a quaternion field
             y = y * np.where((x * y).sum(-1, keepdims=True) < 0, -1.0, 1.0)
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-12)
 
@@ -77,8 +81,9 @@ def tangents(name, rng, shape=(6,)):
     if name in ("SO2", "SE2"):
         tangent[..., -1] = angle
     else:
-        w = tangent[..., -3:]
-        tangent[..., -3:] = w / np.linalg.norm(w, axis=-1, keepdims=True) * angle[..., None]
+        rotation = slice(3, 6) if name == "Sim3" else slice(-3, None)
+        w = tangent[..., rotation]
+        tangent[..., rotation] = w / np.linalg.norm(w, axis=-1, keepdims=True) * angle[..., None]
     return tangent
 
 
@@ -149,7 +154,7 @@ def test_manifold_grad_matches_jaxlie(name, rng):
 # --- group identities, through the objects ------------------------------------------------
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_group_axioms(name, rng):
     cls, _ = GROUPS[name]
     a, b, c = (sample(name, rng) for _ in range(3))
@@ -175,7 +180,7 @@ def test_group_axioms(name, rng):
     np.testing.assert_allclose(manifold.rminus(a, halfway), 0.5 * manifold.rminus(a, b), atol=1e-12)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_jlog_is_the_derivative_of_log_at_a_right_perturbation(name, rng):
     cls, _ = GROUPS[name]
     a = sample(name, rng, ())
@@ -255,7 +260,7 @@ def test_log_at_exactly_pi_and_at_q_and_minus_q():
 # --- frameworks ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_jax_transforms_take_and_return_groups(name, rng):
     cls, _ = GROUPS[name]
     a, b = sample(name, rng).to_jax(), sample(name, rng).to_jax()
@@ -281,7 +286,7 @@ def test_jax_transforms_take_and_return_groups(name, rng):
     np.testing.assert_allclose(final.log(), logs[-1], atol=1e-12)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_torch_func_takes_and_returns_groups(name, rng):
     cls, _ = GROUPS[name]
     a, b = sample(name, rng).to_torch(), sample(name, rng).to_torch()
@@ -333,7 +338,7 @@ def test_mixed_pipeline_torch_group_to_jax_and_back(rng):
 # --- batches ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ALL)
 def test_batches(name, rng):
     cls, _ = GROUPS[name]
     a = sample(name, rng, (4, 3))

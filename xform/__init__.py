@@ -17,7 +17,7 @@ from ._interop import to_jax, to_numpy, to_torch, to_warp
 from ._op import Op, Operand, Result, define_op
 from ._products import HigherDerivativeError
 from ._random import random_quaternion
-from .groups import SE2, SE3, SO2, SO3
+from .groups import SE2, SE3, SO2, SO3, Sim3
 from .ops import OPS
 
 __version__ = "0.1.0"
@@ -48,6 +48,7 @@ __all__ = [
     "SE2",
     "SO3",
     "SE3",
+    "Sim3",
     "manifold",
     "Op",
     "Operand",

@@ -68,10 +68,12 @@ def dtype_name(array) -> str:
 
 class LieGroup:
     """A batch of elements of a matrix Lie group, immutable, over NumPy, PyTorch or JAX
-    arrays of float32 or float64. Subclasses: `SO2`, `SE2`, `SO3`, `SE3`."""
+    arrays of float32 or float64. Subclasses: `SO2`, `SE2`, `SO3`, `SE3`, `Sim3`."""
 
-    # (field name, size of its last axis), in the constructor's order.
-    fields: ClassVar[tuple[tuple[str, int], ...]] = ()
+    # (field name, size of its last axis, or None for a scalar per element), in the
+    # constructor's order; `renamed` maps a field to another attribute name.
+    fields: ClassVar[tuple[tuple[str, int | None], ...]] = ()
+    renamed: ClassVar[dict[str, str]] = {}
     tangent_dim: ClassVar[int]
     matrix_dim: ClassVar[int]
     space_dim: ClassVar[int]
@@ -80,7 +82,7 @@ class LieGroup:
     def __init__(self, *arrays) -> None:
         checked = _checked(type(self), arrays)
         for (name, _), array in zip(self.fields, checked):
-            object.__setattr__(self, name, array)
+            object.__setattr__(self, _attribute(type(self), name), array)
         if len(_registered) < 2:
             _register_pytrees()
 
@@ -91,7 +93,7 @@ class LieGroup:
         from whatever their transforms put in its fields."""
         self = object.__new__(cls)
         for (name, _), array in zip(cls.fields, arrays):
-            object.__setattr__(self, name, array)
+            object.__setattr__(self, _attribute(cls, name), array)
         if len(_registered) < 2:
             _register_pytrees()
         return self
@@ -103,7 +105,7 @@ class LieGroup:
 
     @property
     def _arrays(self) -> tuple:
-        return tuple(getattr(self, name) for name, _ in self.fields)
+        return tuple(getattr(self, _attribute(type(self), name)) for name, _ in self.fields)
 
     @property
     def _kind(self) -> str:
@@ -175,8 +177,14 @@ class LieGroup:
                 f"{self.shape}"
             )
         if any(i is Ellipsis for i in index):  # the field's own axis stays last
-            index = (*index, slice(None))
-        return type(self)._trusted(*(a[index] for a in self._arrays))
+            return type(self)._trusted(
+                *(
+                    a[(*index, *(slice(None),) * len(_element(size)))]
+                    for a, (_, size) in zip(self._arrays, self.fields)
+                )
+            )
+        # The trailing Ellipsis keeps NumPy from returning a scalar for a scalar field.
+        return type(self)._trusted(*(a[(*index, Ellipsis)] for a in self._arrays))
 
     def reshape(self: Self, *shape) -> Self:
         """The same elements in batch shape `shape` (a tuple, or ints; -1 as in NumPy)."""
@@ -184,11 +192,16 @@ class LieGroup:
             shape = tuple(shape[0])
         shape = tuple(operator.index(n) for n in shape)
         return type(self)._trusted(
-            *(a.reshape((*shape, size)) for a, (_, size) in zip(self._arrays, self.fields))
+            *(
+                a.reshape((*shape, *_element(size)))
+                for a, (_, size) in zip(self._arrays, self.fields)
+            )
         )
 
     def __repr__(self) -> str:
-        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name, _ in self.fields)
+        fields = ", ".join(
+            f"{name}={array!r}" for (name, _), array in zip(self.fields, self._arrays)
+        )
         return f"xform.{type(self).__name__}({fields})"
 
     # --- frameworks -----------------------------------------------------------------------
@@ -257,6 +270,18 @@ class LieGroup:
         return cls.exp(zeros)
 
 
+def _element(size: int | None) -> tuple[int, ...]:
+    """A field's element shape: `(size,)`, or `()` for a scalar field (size None, such as
+    Sim3's scale)."""
+    return () if size is None else (size,)
+
+
+def _attribute(cls, field: str) -> str:
+    """The attribute that holds `field`: its name, unless the class renames it (Sim3's
+    scale array is `_scale`, its method `scale()`)."""
+    return cls.renamed.get(field, field)
+
+
 def _batch(shape, where: str) -> tuple[int, ...]:
     try:
         return (operator.index(shape),) if not hasattr(shape, "__iter__") else tuple(
@@ -313,7 +338,7 @@ def _checked(cls: type[LieGroup], arrays) -> tuple:
                 f"xform.{name}: '{field}' has dtype {dtype_name(array)}; expected float32 or "
                 "float64"
             )
-        if len(array.shape) == 0 or array.shape[-1] != size:
+        if size is not None and (len(array.shape) == 0 or array.shape[-1] != size):
             raise ValueError(
                 f"xform.{name}: '{field}' has shape {tuple(array.shape)}; expected (..., {size})"
             )
@@ -331,7 +356,10 @@ def _checked(cls: type[LieGroup], arrays) -> tuple:
             + ", ".join(f"'{f}': {d}" for f, d in dtypes.items())
             + ")"
         )
-    batches = [tuple(a.shape[:-1]) for a in arrays]
+    batches = [
+        tuple(a.shape[: len(a.shape) - len(_element(size))])
+        for a, (_, size) in zip(arrays, cls.fields)
+    ]
     if len(set(batches)) == 1:
         return tuple(arrays)
     try:
@@ -343,7 +371,8 @@ def _checked(cls: type[LieGroup], arrays) -> tuple:
             + " do not broadcast"
         ) from None
     return tuple(
-        _broadcast_to(a, (*batch, size), kinds[f]) for (f, size), a in zip(cls.fields, arrays)
+        _broadcast_to(a, (*batch, *_element(size)), kinds[f])
+        for (f, size), a in zip(cls.fields, arrays)
     )
 
 

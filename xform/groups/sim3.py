@@ -1,0 +1,179 @@
+"""Sim(3), the similarity transforms of space `p -> s R p + t`, as (position, quaternion,
+scale) triples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._base import LieGroup, Random, _batch, argument, group
+from .se3 import SE3, _concatenate
+from .so3 import SO3
+
+# Storage layouts of a similarity's 8 parameters: each one's (position, quaternion, scale)
+# columns.
+LAYOUTS = {
+    "xyz_wxyz_s": ([0, 1, 2], [3, 4, 5, 6], 7),  # xform's field order
+    "xyz_xyzw_s": ([0, 1, 2], [6, 3, 4, 5], 7),  # LieTorch, PyPose
+}
+
+
+@group
+class Sim3(LieGroup):
+    """Similarity transforms of 3D space, `p -> s R(q) p + t`: `position (..., 3)`,
+    `quaternion (..., 4)` `[w, x, y, z]` and `scale (...)`, `s > 0` (not checked: the values
+    may be traced). Tangent: `xi (..., 7) = [rho, omega, sigma]`, `s = e^sigma` (LieTorch's
+    and PyPose's order). Matrix: `(..., 4, 4)` `[[s R, t], [0, 1]]`.
+
+    The scale array is `T.scale()` (a method, as PyPose's, Sophus' and GTSAM's); the
+    constructor takes it as its third argument."""
+
+    fields = (("position", 3), ("quaternion", 4), ("scale", None))
+    renamed = {"scale": "_scale"}
+    tangent_dim, matrix_dim, space_dim = 7, 4, 3
+    __slots__ = ("position", "quaternion", "_scale")
+    position: Any
+    quaternion: Any
+
+    def __init__(self, position, quaternion, scale) -> None:
+        super().__init__(position, quaternion, scale)
+
+    # --- constructors -----------------------------------------------------------------------
+
+    @classmethod
+    def exp(cls, tangent) -> Sim3:
+        """`sim3_exp`: `(W(omega, sigma) rho, exp(omega), e^sigma)`."""
+        return cls._trusted(*cls._tangent(tangent)["sim3_exp"](tangent))
+
+    @classmethod
+    def from_matrix(cls, matrix) -> Sim3:
+        """From `(..., 4, 4)` matrices `[[s R, t], [0, 1]]` (`matrix_to_sim3`)."""
+        return cls._trusted(*cls._matrix(matrix)["matrix_to_sim3"](matrix))
+
+    @classmethod
+    def from_rotation_and_translation(cls, rotation: SO3, translation, scale=None) -> Sim3:
+        """From an `SO3`, translations `(..., 3)` and scales `(...)` (1 if omitted)."""
+        if not isinstance(rotation, SO3):
+            raise TypeError(
+                "xform.Sim3.from_rotation_and_translation: 'rotation' must be an xform.SO3, "
+                f"got {type(rotation).__name__}"
+            )
+        if scale is None:
+            scale = _ones_like_batch(rotation.quaternion)
+        return cls(translation, rotation.quaternion, scale)
+
+    @classmethod
+    def from_se3(cls, pose: SE3, scale=1.0) -> Sim3:
+        """The similarity of a rigid motion with scale `scale` (a number, or an array that
+        broadcasts against the batch): `s R p + t`."""
+        if not isinstance(pose, SE3):
+            raise TypeError(
+                f"xform.Sim3.from_se3: 'pose' must be an xform.SE3, got {type(pose).__name__}"
+            )
+        ones = _ones_like_batch(pose.quaternion)
+        return cls(pose.position, pose.quaternion, ones * scale)
+
+    @classmethod
+    def from_parameters(cls, parameters, layout: str = "xyz_wxyz_s") -> Sim3:
+        """From 8 parameters `(..., 8)` in `layout`: "xyz_wxyz_s" (xform's field order) or
+        "xyz_xyzw_s" (LieTorch's and PyPose's)."""
+        argument(cls, "from_parameters", "parameters", parameters, (8,))
+        position, quaternion, scale = _layout(layout)
+        return cls(parameters[..., position], parameters[..., quaternion], parameters[..., scale])
+
+    @classmethod
+    def from_registration(cls, points, targets, weights=None) -> Sim3:
+        """The similarity minimising `sum_i w_i |s R p_i + t - y_i|^2` (Umeyama):
+        `rigid_registration(points, targets, weights, scale=True)`, points and targets
+        `(..., N, 3)`, weights `(..., N)`."""
+        ops = argument(cls, "from_registration", "points", points, (3,))
+        return cls._trusted(*ops["rigid_registration"](points, targets, weights, scale=True))
+
+    @classmethod
+    def sample_uniform(
+        cls, batch_shape=(), *, seed=None, generator=None, key=None, like=None, dtype=None
+    ) -> Sim3:
+        """Rotations uniform (Haar), translations uniform in [-1, 1]^3 (as SE3's) and
+        scales e^sigma with sigma uniform in [-1, 1]."""
+        random = Random("Sim3.sample_uniform", seed, generator, key, like, dtype)
+        batch = _batch(batch_shape, "Sim3.sample_uniform")
+        normals = random.normal((*batch, 4))
+        ops = argument(cls, "sample_uniform", "normals", normals, (4,))
+        position = random.uniform((*batch, 3), -1.0, 1.0)
+        # e^sigma as the scale of exp([0, 0, sigma])
+        no_motion = _concatenate(0 * position, 0 * position)
+        sigma = random.uniform((*batch, 1), -1.0, 1.0)
+        scale = ops["sim3_exp"](_concatenate(no_motion, sigma))[2]
+        return cls._trusted(position, ops["quaternion_normalize"](normals), scale)
+
+    # --- methods ------------------------------------------------------------------------------
+
+    def multiply(self, other: Sim3) -> Sim3:
+        """`self @ other`: `(s1 R1 t2 + t1, q1 q2, s1 s2)`, `other` applied first."""
+        self._same_group(other, "multiply")
+        return Sim3._trusted(*self._ops["sim3_multiply"](*self._arrays, *other._arrays))
+
+    def apply(self, points):
+        """`self @ points`: `s R(q) p + t` for points `(..., 3)`, broadcast against the
+        batch."""
+        points = self._points(points, "apply")
+        return self._ops["sim3_transform_points"](*self._arrays, points)
+
+    def inverse(self) -> Sim3:
+        return Sim3._trusted(*self._ops["sim3_inverse"](*self._arrays))
+
+    def log(self):
+        """`xi = [rho, omega, sigma]` `(..., 7)` (`sim3_log`)."""
+        return self._ops["sim3_log"](*self._arrays)
+
+    def as_matrix(self):
+        """`(..., 4, 4)` `[[s R, t], [0, 1]]`."""
+        return self._ops["sim3_to_matrix"](*self._arrays)
+
+    def adjoint(self):
+        """`(..., 7, 7)` `[[s R, [t]x R, -t], [0, R, 0], [0, 0, 1]]`:
+        `T exp(xi) T^-1 = exp(Ad_T xi)`."""
+        return self._ops["sim3_adjoint"](*self._arrays)
+
+    def jlog(self):
+        """`J_r^-1(log T)`: the derivative of `log(T exp(delta))` in delta at 0."""
+        return self._ops["sim3_right_jacobian_inverse"](self.log())
+
+    def normalize(self) -> Sim3:
+        """The quaternion normalised; position and scale as they are."""
+        return Sim3._trusted(
+            self.position, self._ops["quaternion_normalize"](self.quaternion), self._scale
+        )
+
+    def rotation(self) -> SO3:
+        return SO3._trusted(self.quaternion)
+
+    def translation(self):
+        return self.position
+
+    def scale(self):
+        """The scales `(...)`."""
+        return self._scale
+
+    def as_se3(self) -> SE3:
+        """The rigid motion `(t, q)`, the scale dropped."""
+        return SE3._trusted(self.position, self.quaternion)
+
+    def parameters(self, layout: str = "xyz_wxyz_s"):
+        """The 8 parameters `(..., 8)` in `layout` (see `from_parameters`)."""
+        position, quaternion, scale = _layout(layout)
+        order = [0] * 8
+        for column, source in zip([*position, *quaternion, scale], range(8)):
+            order[column] = source
+        joined = _concatenate(_concatenate(self.position, self.quaternion), self._scale[..., None])
+        return joined[..., order]
+
+
+def _layout(layout: str):
+    if layout not in LAYOUTS:
+        raise ValueError(f"xform.Sim3: layout {layout!r} must be one of {', '.join(LAYOUTS)}")
+    return LAYOUTS[layout]
+
+
+def _ones_like_batch(quaternion):
+    """Ones of the batch shape of `quaternion (..., 4)`, in its framework and dtype."""
+    return quaternion[..., 0] * 0 + 1
