@@ -78,12 +78,17 @@ def build(verbose: bool = False):
     out = ROOT / "peers" / "build" / "lietorch_cpu"
     stubs = out / "stubs"
     stubs.mkdir(parents=True, exist_ok=True)
-    for header in ("cuda.h", "cuda_runtime.h"):
-        (stubs / header).write_text("/* empty: LieTorch's CPU kernels use no CUDA */\n")
+    # written only where they differ: a new mtime would make ninja rebuild everything
+    files = {
+        "cuda.h": "/* empty: LieTorch's CPU kernels use no CUDA */\n",
+        "cuda_runtime.h": "/* empty: LieTorch's CPU kernels use no CUDA */\n",
+        "lietorch_gpu_stubs.cpp": _gpu_stubs(source / "lietorch" / "include" / "lietorch_gpu.h"),
+    }
+    for name, text in files.items():
+        path = stubs / name
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
     gpu = stubs / "lietorch_gpu_stubs.cpp"
-    text = _gpu_stubs(source / "lietorch" / "include" / "lietorch_gpu.h")
-    if not gpu.exists() or gpu.read_text() != text:
-        gpu.write_text(text)
     return cpp_extension.load(
         name="lietorch_backends",
         sources=[

@@ -54,7 +54,9 @@ def _unit(x: Any, i: int):
 
 @wp.func
 def _gradient_quaternion(g: Any, i: int):
-    """A data gradient's quaternion components, reordered [w, x, y, z] (not normalised)."""
+    """Quaternion components stored [x, y, z, w] from index i, reordered [w, x, y, z], not
+    normalised: a data gradient's, or a quaternion for the logarithm (which is invariant
+    to the quaternion's scale, so that it skips the normalisation)."""
     return wp.vector(g[i + 3], g[i], g[i + 1], g[i + 2])
 
 
@@ -102,8 +104,8 @@ def so3_exp_parts(a: Any):
 
 
 @wp.func
-def so3_log_parts(t: Any, q: Any, s: Any):
-    return so3_log(q)
+def so3_log_of(x: Any):
+    return so3_log(_gradient_quaternion(x, 0))
 
 
 # --- RxSO3: [x, y, z, w, s]; tangent [phi, sigma] -----------------------------------------------
@@ -150,9 +152,9 @@ def rxso3_exp_parts(a: Any):
 
 
 @wp.func
-def rxso3_log_parts(t: Any, q: Any, s: Any):
-    omega = so3_log(q)
-    return wp.vector(omega[0], omega[1], omega[2], wp.log(s))
+def rxso3_log_of(x: Any):
+    omega = so3_log(_gradient_quaternion(x, 0))
+    return wp.vector(omega[0], omega[1], omega[2], wp.log(x[4]))
 
 
 @wp.func
@@ -226,8 +228,8 @@ def se3_exp_parts(a: Any):
 
 
 @wp.func
-def se3_log_parts(t: Any, q: Any, s: Any):
-    return se3_log(t, q)
+def se3_log_of(x: Any):
+    return se3_log(wp.vector(x[0], x[1], x[2]), _gradient_quaternion(x, 3))
 
 
 # --- Sim3: [t, x, y, z, w, s]; tangent [tau, phi, sigma] -----------------------------------------
@@ -278,8 +280,8 @@ def sim3_exp_parts(a: Any):
 
 
 @wp.func
-def sim3_log_parts(t: Any, q: Any, s: Any):
-    return sim3_log(t, q, s)
+def sim3_log_of(x: Any):
+    return sim3_log(wp.vector(x[0], x[1], x[2]), _gradient_quaternion(x, 3), x[7])
 
 
 # --- the generic operations over (t, q, s) -----------------------------------------------------
@@ -327,7 +329,7 @@ def _operations(g: dict[str, Any], name: str, n: int, k: int) -> dict[str, Op]:
     """LieTorch's operations of one group (its row `g` of functions), as xform ops."""
     read, write, split, join = g["read"], g["write"], g["split"], g["join"]
     head, pad, split_gradient = g["head"], g["pad"], g["split_gradient"]
-    exp_parts, log_parts = g["exp_parts"], g["log_parts"]
+    exp_parts, log_of = g["exp_parts"], g["log_of"]
     jacobian, jacobian_inverse = g["left_jacobian"], g["left_jacobian_inverse"]
 
     @wp.func
@@ -341,18 +343,15 @@ def _operations(g: dict[str, Any], name: str, n: int, k: int) -> dict[str, Op]:
 
     @wp.func
     def log(x: Any):
-        t, q, s = read(x)
-        return log_parts(t, q, s)
+        return log_of(x)
 
     @wp.func
     def log_backward(x: Any, g: Any):
-        t, q, s = read(x)
-        return pad(wp.transpose(jacobian_inverse(log_parts(t, q, s))) @ g)
+        return pad(wp.transpose(jacobian_inverse(log_of(x))) @ g)
 
     @wp.func
     def jinv(x: Any, a: Any):
-        t, q, s = read(x)
-        return jacobian_inverse(log_parts(t, q, s)) @ a
+        return jacobian_inverse(log_of(x)) @ a
 
     @wp.func
     def inv(x: Any):
@@ -529,7 +528,7 @@ def _row(prefix: str, left, left_inverse) -> dict[str, Any]:
         part: functions[f"{prefix}_{part}"]
         for part in (
             "read", "write", "split", "join", "head", "pad", "split_gradient",
-            "exp_parts", "log_parts",
+            "exp_parts", "log_of",
         )
     }  # fmt: skip
     return row | {"left_jacobian": left, "left_jacobian_inverse": left_inverse}
