@@ -288,6 +288,7 @@ def test_zero_dimensional_batches(rng):
     a = xform.Sim3.sample_uniform((), seed=rng)
     assert a.shape == () and a.scale().shape == () and a.log().shape == (7,)
     assert (a @ a).shape == () and a.adjoint().shape == (7, 7)
+    assert isinstance(xform.Sim3.from_se3(a.as_se3()).scale(), np.ndarray)
     t = a.to_torch()
     assert t.inverse().scale().shape == ()
 

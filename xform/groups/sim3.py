@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ._base import LieGroup, Random, _batch, argument, group
 from .se3 import SE3, _concatenate
 from .so3 import SO3
@@ -69,8 +71,9 @@ class Sim3(LieGroup):
             raise TypeError(
                 f"xform.Sim3.from_se3: 'pose' must be an xform.SE3, got {type(pose).__name__}"
             )
-        ones = _ones_like_batch(pose.quaternion)
-        return cls(pose.position, pose.quaternion, ones * scale)
+        return cls(
+            pose.position, pose.quaternion, _array(_ones_like_batch(pose.quaternion) * scale)
+        )
 
     @classmethod
     def from_parameters(cls, parameters, layout: str = "xyz_wxyz_s") -> Sim3:
@@ -176,4 +179,9 @@ def _layout(layout: str):
 
 def _ones_like_batch(quaternion):
     """Ones of the batch shape of `quaternion (..., 4)`, in its framework and dtype."""
-    return quaternion[..., 0] * 0 + 1
+    return _array(quaternion[..., 0] * 0 + 1)
+
+
+def _array(x):
+    """NumPy's arithmetic on 0-d arrays returns scalars: back to a 0-d array."""
+    return np.asarray(x) if isinstance(x, np.generic) else x
