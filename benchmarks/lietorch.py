@@ -3,6 +3,9 @@
     python -m benchmarks.lietorch [--groups SE3 Sim3] [--sizes 1 100 10000 1000000]
                                   [--repeats 5] [--out benchmarks/results_lietorch.json]
 
+writes the JSON and, beside it, the tables that docs/lietorch.md includes (`--document`
+rewrites those from the JSON alone).
+
 For exp, log, inv, mul, act, adj and adjT of each group and each batch size: the largest
 difference of the values (float64), the time of the forward pass and of forward plus
 backward (the minimum over `--repeats` runs, the two libraries interleaved), and their
@@ -173,6 +176,22 @@ def accuracy_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def document(rows: list[dict], accuracy: list[dict]) -> str:
+    """The tables the documentation includes (docs/lietorch.md): forward and backward at
+    the largest batch per group and op, every batch in a folded block, and float32."""
+    largest = max(r["n"] for r in rows)
+    return (
+        f"**Batch {largest:,}** (xform / LieTorch, time in ms, ratio below 1: xform faster):\n\n"
+        + table([r for r in rows if r["n"] == largest])
+        + '\n\n??? note "Every batch size"\n\n'
+        + "\n".join("    " + line for line in table(rows).splitlines())
+        + "\n\n**float32 near the identity**: relative errors against float64 at 256 "
+        "tangents of each norm (exp: the worst of its data's parts, translation, quaternion "
+        "vector and scale, each relative to its own size; log: of the float32 data, against "
+        "the exact log of that data; exp's gradient):\n\n" + accuracy_table(accuracy) + "\n"
+    )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", nargs="+", default=["SO3", "RxSO3", "SE3", "Sim3"])
@@ -182,7 +201,14 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).with_name("results_lietorch.json")
     )
+    parser.add_argument(
+        "--document", action="store_true", help="only rewrite the tables from --out's JSON"
+    )
     args = parser.parse_args(argv)
+    if args.document:
+        results = json.loads(args.out.read_text())
+        args.out.with_suffix(".md").write_text(document(results["rows"], results["float32"]))
+        return 0
     peer = lietorch_peer.load()
     if peer is None:
         print(f"skipped: {lietorch_peer.REASON}")
@@ -201,6 +227,7 @@ def main(argv=None) -> int:
     print(accuracy_table(accuracy))
     meta = {"torch_threads": torch.get_num_threads(), "torch": torch.__version__}
     args.out.write_text(json.dumps({"meta": meta, "rows": rows, "float32": accuracy}, indent=1))
+    args.out.with_suffix(".md").write_text(document(rows, accuracy))
     return 0
 
 

@@ -595,3 +595,14 @@ def test_dpvo_transform(gen):
         expected = project(matrix("SE3", data), moved[0]) - project(matrix("SE3", data), moved[1])
         centre = expected[e, c, c] / (2 * step)
         np.testing.assert_allclose(Jz[0, e, :, 0].numpy(), centre, rtol=1e-5, atol=1e-5)
+
+
+def test_side_by_side_benchmark_runs(peer):
+    """benchmarks/lietorch.py on a small batch: its rows and the tables the docs include."""
+    from benchmarks import lietorch as benchmark
+
+    generator = torch.Generator().manual_seed(0)
+    row = benchmark.compare(peer, "Sim3", "act", 10, 1, generator)
+    assert row["max_difference"] < 1e-12 and row["forward_ratio"] > 0
+    text = benchmark.document([row], [])
+    assert "| Sim3 | act | 10 |" in text
