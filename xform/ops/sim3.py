@@ -54,6 +54,7 @@ from .quaternion import (
     quat_to_matrix,
     quat_to_matrix_tangent,
 )
+from .se3 import omega_of, rho_of, top_left
 from .so3 import (
     COS_SERIES,
     SIN_SERIES,
@@ -479,16 +480,6 @@ def scaled_rotation_apply_vjp(
 
 
 @wp.func
-def rho_of(xi: Any):
-    return wp.vector(xi[0], xi[1], xi[2])
-
-
-@wp.func
-def omega_of(xi: Any):
-    return wp.vector(xi[3], xi[4], xi[5])
-
-
-@wp.func
 def similarity_twist(rho: Any, omega: Any, sigma: Any):
     return wp.vector(rho[0], rho[1], rho[2], omega[0], omega[1], omega[2], sigma)
 
@@ -728,14 +719,6 @@ def sim3_to_matrix_tangent(
 
 
 @wp.func
-def top_left(m: Any):
-    return wp.matrix(
-        m[0, 0], m[0, 1], m[0, 2], m[1, 0], m[1, 1], m[1, 2], m[2, 0], m[2, 1], m[2, 2],
-        shape=(3, 3),
-    )  # fmt: skip
-
-
-@wp.func
 def sim3_to_matrix_vjp(position: Any, quaternion: Any, scale: Any, g: Any):
     block = top_left(g)
     return (
@@ -782,15 +765,8 @@ def matrix_to_sim3_vjp(m: Any, g_position: Any, g_quaternion: Any, g_scale: Any)
     rotation_bar = matrix_to_quat_vjp(rotation, g_quaternion)
     # R = B / s and s = |B| / sqrt(3): ds/dB = B / 3s
     scale_bar = g_scale - wp.ddot(rotation_bar, rotation) / scale
-    b = rotation_bar / scale + (scale_bar / (type(scale)(3.0) * scale)) * block
-    zero = type(scale)(0.0)
-    return wp.matrix(
-        b[0, 0], b[0, 1], b[0, 2], g_position[0],
-        b[1, 0], b[1, 1], b[1, 2], g_position[1],
-        b[2, 0], b[2, 1], b[2, 2], g_position[2],
-        zero, zero, zero, zero,
-        shape=(4, 4),
-    )  # fmt: skip
+    block_bar = rotation_bar / scale + (scale_bar / (type(scale)(3.0) * scale)) * block
+    return homogeneous(block_bar, g_position, type(scale)(0.0))
 
 
 @wp.func
@@ -834,10 +810,7 @@ def sim3_adjoint_tangent(
 @wp.func
 def sim3_adjoint_vjp(position: Any, quaternion: Any, scale: Any, g: Any):
     r = quat_to_matrix(quaternion)
-    g_a = wp.matrix(
-        g[0, 0], g[0, 1], g[0, 2], g[1, 0], g[1, 1], g[1, 2], g[2, 0], g[2, 1], g[2, 2],
-        shape=(3, 3),
-    )  # fmt: skip
+    g_a = top_left(g)
     g_b = wp.matrix(
         g[0, 3], g[0, 4], g[0, 5], g[1, 3], g[1, 4], g[1, 5], g[2, 3], g[2, 4], g[2, 5],
         shape=(3, 3),
