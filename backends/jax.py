@@ -42,10 +42,10 @@ from xform import _launch, _products
 from xform._api import ArrayArguments, numbers_as_arrays
 from xform._functions import family_function
 from xform._layout import result_shapes
-from xform._op import Op
+from xform._op import Op, Product
 from xform._random import sample_shape
 from xform._runner import run_product
-from xform.ops import FAMILY_FUNCTIONS, OPS
+from xform.ops import COMPOSITES, OPS
 
 from . import jax_native
 
@@ -54,7 +54,7 @@ try:  # the XLA FFI call frame as ctypes structures: Warp's, which are not publi
 except ImportError:  # then Warp's own FFI path serves CPU calls too
     xla_ffi = None
 
-__all__ = [*OPS, *FAMILY_FUNCTIONS, "random_quaternion"]
+__all__ = [*OPS, *COMPOSITES, "random_quaternion"]
 
 
 # --- running the core's launches inside an FFI call --------------------------------------
@@ -284,7 +284,7 @@ def _jvp_of_tangent(op: Op, tangent: Primitive):
     (`xform._products`), which raises where xform cannot give it exactly."""
 
     def rule(primals, tangents, *, prefix):
-        product = _products.tangent_op(op)
+        product = _products.product_op(op, Product.TANGENT)
         outs = tangent.bind(*primals, prefix=prefix)
         tangents = [ad.instantiate_zeros(t) for t in tangents]
         return outs, primitives(product)[1].bind(*primals, *tangents, prefix=prefix)
@@ -297,7 +297,7 @@ def _jvp_of_vjp(op: Op, vjp: Primitive):
     the differentiable operands' gradients (the primitive gives the `needed` ones)."""
 
     def rule(primals, tangents, *, prefix, needed):
-        product = _products.vjp_op(op)
+        product = _products.product_op(op, Product.VJP)
         outs = vjp.bind(*primals, prefix=prefix, needed=needed)
         tangents = [ad.instantiate_zeros(t) for t in tangents]
         out = primitives(product)[1].bind(*primals, *tangents, prefix=prefix)
@@ -517,7 +517,7 @@ def function(op: Op):
 FUNCTIONS = {name: function(op) for name, op in OPS.items()}
 FUNCTIONS |= {
     name: family_function(family, lambda op, *arrays: function(op)(*arrays), ARRAYS)
-    for name, family in FAMILY_FUNCTIONS.items()
+    for name, family in COMPOSITES.items()
 }
 
 globals().update(FUNCTIONS)  # every built-in op by name

@@ -52,13 +52,14 @@ from xform import _launch, _products
 from xform._api import ArrayArguments, numbers_as_arrays
 from xform._functions import family_function
 from xform._layout import result_shapes
-from xform._op import Op, on_define
+from xform._op import Op, Product
 from xform._random import sample_shape
-from xform.ops import FAMILY_FUNCTIONS, OPS
+from xform._registry import on_define
+from xform.ops import COMPOSITES, OPS
 
 __all__ = [
     *OPS,
-    *FAMILY_FUNCTIONS,
+    *COMPOSITES,
     "random_quaternion",
     "torch_quaternion_to_matrix",
     "TransformPoint",
@@ -413,7 +414,7 @@ def _vjp_of_vjp(op: Op, prefix: int, products: Products, ctx, grads):
     """Backward of a VJP Function (operands, cotangents, needed -> gradients): the VJP of
     the op's VJP op at the gradients' cotangents `grads`."""
     n, r = len(op.operands), len(op.results)
-    product = _products.vjp_op(op)
+    product = _products.product_op(op, Product.VJP)
     saved, needed = ctx.saved_tensors, ctx.flags
     # The VJP op's results are the differentiable operands' gradients, in order.
     cotangents = [grads[k] if needed[k] else None for k in op.scattered("vjp")]
@@ -427,7 +428,7 @@ def _vjp_of_vjp(op: Op, prefix: int, products: Products, ctx, grads):
 def _tangent_of_vjp(op: Op, prefix: int, products: Products, ctx, tangents):
     """Forward-mode rule of a VJP Function: the tangent of the op's VJP op."""
     n, r = len(op.operands), len(op.results)
-    product = _products.vjp_op(op)
+    product = _products.product_op(op, Product.VJP)
     saved, needed = ctx.saved_tensors, ctx.flags
     out = jvp_function(product, prefix, products).apply(*saved[: n + r], *tangents[: n + r])
     by_operand = dict(zip(op.scattered("vjp"), out if isinstance(out, tuple) else (out,)))
@@ -444,7 +445,7 @@ def _operands_and_tangents(op: Op, saved):
 def _vjp_of_tangent(op: Op, prefix: int, products: Products, ctx, grads):
     """Backward of a JVP Function (operands, tangents -> the results' tangents): the VJP
     of the op's tangent op."""
-    product = _products.tangent_op(op)
+    product = _products.product_op(op, Product.TANGENT)
     wanted = _needed(product, ctx.needs_input_grad)
     if not any(wanted):
         return (None,) * len(wanted)
@@ -455,7 +456,7 @@ def _vjp_of_tangent(op: Op, prefix: int, products: Products, ctx, grads):
 
 def _tangent_of_tangent(op: Op, prefix: int, products: Products, ctx, tangents):
     """Forward-mode rule of a JVP Function: the tangent of the op's tangent op."""
-    product = _products.tangent_op(op)
+    product = _products.product_op(op, Product.TANGENT)
     inputs = _operands_and_tangents(op, ctx.saved_tensors)
     return jvp_function(product, prefix, products).apply(*inputs, *tangents)
 
@@ -866,7 +867,7 @@ on_define(_adopt)
 FUNCTIONS = {name: function(op) for name, op in OPS.items()}
 FUNCTIONS |= {
     name: family_function(family, lambda op, *arrays: function(op)(*arrays), ARRAYS)
-    for name, family in FAMILY_FUNCTIONS.items()
+    for name, family in COMPOSITES.items()
 }
 
 globals().update(FUNCTIONS)  # every built-in op by name

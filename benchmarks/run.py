@@ -48,7 +48,7 @@ from xform.backends import jax_native
 import xform
 from benchmarks.peers import JAX, TORCH
 from xform import _launch
-from xform.ops import FAMILY_FUNCTIONS
+from xform.ops import COMPOSITES
 
 OPS = [
     "transform_points",
@@ -146,7 +146,7 @@ def single_op(op: str, arrays) -> xform.Op | None:
         chosen.append(spec)
         return (None,) * len(spec.results)
 
-    FAMILY_FUNCTIONS[op].run(call, *arrays, *STATIC.get(op, ()))
+    COMPOSITES[op].run(call, *arrays, *STATIC.get(op, ()))
     return chosen[0] if len(chosen) == 1 else None
 
 

@@ -561,7 +561,7 @@ def vmap_args(name: str, rng: np.random.Generator, size: int = 4):
     return stacked, mapped
 
 
-# --- the functions over ops (xform.ops.FAMILY_FUNCTIONS) ------------------------------------
+# --- the functions over ops (xform.ops.COMPOSITES) ------------------------------------
 
 
 def _axis_quaternion(angle, axis: str):

@@ -13,15 +13,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import warp as wp
 
-from . import _interop, _launch
-
-if TYPE_CHECKING:
-    from ._op import Op, OpFamily
+from . import _interop, _launch, _op
+from ._op import Composite, Op
 
 # Each framework's adapter module, by array kind: it gives `function(op)`, the op as a
 # function of that framework's arrays.
@@ -67,8 +65,8 @@ class ArrayArguments:
                 f"{type(x).__qualname__}; expected {self.wanted}"
             )
 
-    def check_family(self, family: OpFamily, args: Sequence[Any], kwargs: dict) -> None:
-        """A family's array arguments (`OpFamily.arrays`; an optional one may be None)."""
+    def check_family(self, family: Composite, args: Sequence[Any], kwargs: dict) -> None:
+        """A family's array arguments (`Composite.arrays`; an optional one may be None)."""
         bound = family.signature.bind(*args, **kwargs)  # a wrong call raises as Python's does
         parameters = family.signature.parameters
         for name in family.arrays:
@@ -212,3 +210,6 @@ def apply(op: Op, args: Sequence[Any]):
     if function is None:
         function = importlib.import_module(ADAPTERS[kind]).function(op)
     return function(*args)
+
+
+_op.install_dispatch(apply)

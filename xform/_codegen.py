@@ -39,14 +39,12 @@ from __future__ import annotations
 import functools
 import linecache
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import warp as wp
 
 from . import _indexing
-
-if TYPE_CHECKING:
-    from ._op import Op
+from ._op import Op, Product
 
 
 @functools.cache
@@ -63,17 +61,22 @@ def _zero(type_name: str, element: tuple[int, ...]) -> str:
     return f"{type_name}()" if element else f"{type_name}(0.0)"
 
 
-def _inner(a: str, b: str, element: tuple[int, ...]) -> str:
-    """The sum of the products of two elements' components."""
+def inner(a: str, b: str, element: tuple[int, ...]) -> str:
+    """Source of the sum of the products of two elements' components."""
     if element == ():
         return f"{a} * {b}"
     return f"wp.dot({a}, {b})" if len(element) == 1 else f"wp.ddot({a}, {b})"
 
 
-def _component(name: str, c: str, element: tuple[int, ...]) -> str:
-    """Component `c` (a flat index) of an element, as an assignable expression."""
+def component(name: str, c: int | str, element: tuple[int, ...]) -> str:
+    """Source of component `c` of an element, as an assignable expression: `c` a flat
+    index, a number or the source of one (a loop variable)."""
+    if element == ():
+        return name
     if len(element) == 1:
         return f"{name}[{c}]"
+    if isinstance(c, int):
+        return f"{name}[{c // element[1]}, {c % element[1]}]"
     return f"{name}[{c} // {element[1]}, {c} % {element[1]}]"
 
 
@@ -117,7 +120,7 @@ def _cotangent_dot(op: Op, scalar: type) -> wp.Function:
     n, r = len(op.operands), len(op.results)
     params = [f"x{k}: X{k}" for k in range(n)] + [f"g{j}: Y{j}" for j in range(r)]
     ys = [f"y{j}" for j in range(r)]
-    pairing = " + ".join(_inner(f"y{j}", f"g{j}", res.element) for j, res in enumerate(op.results))
+    pairing = " + ".join(inner(f"y{j}", f"g{j}", res.element) for j, res in enumerate(op.results))
     # Warp keys functions by name: each op's are named after it, so that two ops' element
     # functions can meet in one kernel (a prepared operand's and the op's own).
     source = f"""
@@ -166,13 +169,13 @@ def element_tangent(op: Op, scalar: type) -> wp.Function:
     that call `wp.grad` after all others, so one could not call another."""
     if op.tangent is not None:
         return op.tangent
-    if op.product_of is not None and op.product_of[1] == "vjp":
+    if op.product_of is not None and op.product_of[1] == Product.VJP:
         return _vjp_tangent(op, scalar)
     n, r = len(op.operands), len(op.results)
     params = [f"x{k}: X{k}" for k in range(n)] + [f"dx{k}: X{k}" for k in range(n)]
     lines = ["@wp.func", f"def {op.key}_tangent({_tuple(params)}):"]
     directional = " + ".join(
-        _inner(f"b{k}", f"dx{k}", o.value_element) for k, o in enumerate(op.operands)
+        inner(f"b{k}", f"dx{k}", o.value_element) for k, o in enumerate(op.operands)
     )
     for j, res in enumerate(op.results):
         seeds = [f"Y{i}()" if op.results[i].element else "S(0.0)" for i in range(r)]
@@ -187,9 +190,9 @@ def element_tangent(op: Op, scalar: type) -> wp.Function:
             f"    count{j} = wp.int32({math.prod(res.element)})",
             f"    for c in range(count{j}):",
             f"        e{j} = Y{j}()",
-            f"        {_component(f'e{j}', 'c', res.element)} = S(1.0)",
+            f"        {component(f'e{j}', 'c', res.element)} = S(1.0)",
             f"        {_gradient_call(op, scalar, seeds)}",
-            f"        {_component(f'out{j}', 'c', res.element)} = {directional}",
+            f"        {component(f'out{j}', 'c', res.element)} = {directional}",
         ]
     lines.append(f"    return {_tuple([f'out{j}' for j in range(r)])}")
     namespace = _build(
@@ -201,7 +204,7 @@ def element_tangent(op: Op, scalar: type) -> wp.Function:
 
 
 def _vjp_tangent(op: Op, scalar: type) -> wp.Function:
-    """The tangent of an op's VJP (`_products.vjp_op`) in one reverse sweep, not one per
+    """The tangent of an op's VJP (`_products.product_op`) in one reverse sweep, not one per
     result component. The VJP is `V(x, g) = J(x)^T g`, linear in g, and its derivative in
     x, `H = sum_j g_j d^2 F_j / dx^2`, is symmetric: so its tangent `H dx + V(x, dg)` takes
     `H dx` as the x-part of the gradient of `<V(x, g), dx>`, the VJP's own derived VJP at
@@ -235,9 +238,9 @@ def _signature(op: Op, product: str, grid: str) -> str:
     params = [f"grid: {grid}"]
     for k in range(len(op.operands)):
         params += [f"a{k}: wp.array(dtype=A{k})", f"s{k}: wp.vec4i"]
-    if product == "forward":
+    if product == Product.FORWARD:
         params += [f"r{j}: wp.array(dtype=Y{j})" for j in range(len(op.results))]
-    elif product == "tangent":
+    elif product == Product.TANGENT:
         params += [f"da{k}: wp.array(dtype=A{k})" for k in range(len(op.operands))]
         params += [f"dr{j}: wp.array(dtype=Y{j})" for j in range(len(op.results))]
     else:
@@ -250,14 +253,14 @@ def _load(op: Op, k: int, product: str, index: str) -> list[str]:
     """Read operand k (and, for the tangent, its tangent) at `index`, preparing it."""
     if op.operands[k].prepare is None:
         lines = [f"x{k} = a{k}[{index}]"]
-        if product == "tangent":
+        if product == Product.TANGENT:
             lines.append(f"dx{k} = da{k}[{index}]")
         return lines
-    if product == "forward":
+    if product == Product.FORWARD:
         return [f"x{k} = P{k}(a{k}[{index}])"]
     # The stored element stays at hand: the tangent and the VJP pull through `prepare`.
     lines = [f"q{k} = a{k}[{index}]", f"x{k} = P{k}(q{k})"]
-    if product == "tangent":
+    if product == Product.TANGENT:
         lines.append(f"dx{k} = PT{k}(q{k}, da{k}[{index}])")
     return lines
 
@@ -273,12 +276,12 @@ def _targets(op: Op, product: str) -> dict[int, tuple[str, str, str, tuple[int, 
     VJP's gradients (the cotangents of what the function received, pulled back through
     `prepare` when added); the results of the forward or tangent of an op whose results
     are `like` operands."""
-    if product == "vjp":
+    if product == Product.VJP:
         return {
             k: (f"ga{k}", f"b{k}", f"X{k}", op.operands[k].value_element)
             for k in op.scattered(product)
         }
-    out, value = ("r", "y") if product == "forward" else ("dr", "dy")
+    out, value = ("r", "y") if product == Product.FORWARD else ("dr", "dy")
     return {
         k: (f"{out}{j}", f"{value}{j}", f"Y{j}", op.results[j].element)
         for j, k in enumerate(op.like)
@@ -291,7 +294,7 @@ def _flush(op: Op, product: str, k: int, index: str, value: str) -> list[str]:
     stored where operand k is dense (no other index shares the element), else added (see
     SHARED_ADD); nothing where the array is not needed (a null array, of length 0)."""
     array = _targets(op, product)[k][0]
-    pulled = _gradient(op, k, value) if product == "vjp" else value
+    pulled = _gradient(op, k, value) if product == Product.VJP else value
     return [
         f"if {array}.shape[0] > 0:",
         f"    gradient{k} = {pulled}",
@@ -307,7 +310,7 @@ def _evaluate(op: Op, product: str) -> tuple[list[str], list[str]]:
     its tangent), and the names of the values (y<j>, dy<j>) it gives."""
     n, r = len(op.operands), len(op.results)
     xs = [f"x{k}" for k in range(n)]
-    if product == "forward":
+    if product == Product.FORWARD:
         ys = [f"y{j}" for j in range(r)]
         return [f"{_tuple(ys)} = F({_tuple(xs)})"], ys
     ys = [f"dy{j}" for j in range(r)]
@@ -321,7 +324,7 @@ def _compute(op: Op, product: str, group: str = "i / grid.reduce", index: str = 
     results of an op that scatters are left as values (y<j>, dy<j>) for the body to add;
     operand k's element index is `<index>k`."""
     n = len(op.operands)
-    if product == "vjp":
+    if product == Product.VJP:
         # An op that sums over groups reads each sum's cotangent at every summand: that of
         # the summand's `group`; a result like operand k has its cotangent where k is read.
         at = group if op.reduced else "i"
@@ -331,7 +334,7 @@ def _compute(op: Op, product: str, group: str = "i / grid.reduce", index: str = 
     lines, ys = _evaluate(op, product)
     if op.scatters:
         return lines
-    out = "r" if product == "forward" else "dr"
+    out = "r" if product == Product.FORWARD else "dr"
     return lines + [f"{out}{j}[i] = {y}" for j, y in enumerate(ys)]
 
 
@@ -355,7 +358,7 @@ def _reduce_body(op: Op, product: str) -> list[str]:
     loop.append("at = advance(grid, at)")
     lines.append("for i in range(first, last):")
     lines += ["    " + line for line in loop]
-    out = "r" if product == "forward" else "dr"
+    out = "r" if product == Product.FORWARD else "dr"
     return lines + [f"{out}{j}[thread] = total{j}" for j in range(len(op.results))]
 
 
@@ -393,7 +396,7 @@ def _run_body(op: Op, product: str) -> list[str]:
     does an op that scatters each result, see `_targets`). Each operand's element index
     `e<k>` steps by its innermost stride, and is recomputed from the coordinates only
     where they carry into an outer dimension."""
-    vjp = product == "vjp"
+    vjp = product == Product.VJP
     targets = _targets(op, product)
     n = len(op.operands)
     cached = [k for k, o in enumerate(op.operands) if o.prepare is not None or k in targets]
@@ -466,27 +469,27 @@ def kernels(op: Op, product: str, scalar: type) -> dict:
     the grid, each operand with its strides, then for the forward the results; for the
     tangent the operands' tangents and the results' tangents; for the VJP the results'
     cotangents and the operands' gradients."""
-    if product != "forward" and not op.differentiable:
+    if product != Product.FORWARD and not op.differentiable:
         raise TypeError(f"{op.name} is not differentiable")
     namespace: dict[str, Any] = {
         "F": op.function,
         **_types(op, scalar),
         **{name: getattr(_indexing, name) for name in _INDEXING},
     }
-    if product == "tangent":
+    if product == Product.TANGENT:
         namespace["TG"] = element_tangent(op, scalar)
-    if product == "vjp":
+    if product == Product.VJP:
         namespace["V"] = element_vjp(op, scalar)
     for k in _targets(op, product):  # each stored as operand k's element (a VJP's pulled back)
         namespace[f"SA{k}"] = _shared_add(op.operands[k].element, scalar)
     for k, o in enumerate(op.operands):
         if o.prepare is not None:
             namespace[f"P{k}"] = o.prepare.function
-            if product == "tangent":
+            if product == Product.TANGENT:
                 namespace[f"PT{k}"] = element_tangent(o.prepare, scalar)
-            if product == "vjp":
+            if product == Product.VJP:
                 namespace[f"PV{k}"] = element_vjp(o.prepare, scalar)
-    summing = bool(op.reduced) and product != "vjp"
+    summing = op.sums(product)
     if summing:
         body = _reduce_body(op, product)
     else:
@@ -502,7 +505,7 @@ def kernels(op: Op, product: str, scalar: type) -> dict:
         )
     module = _module(op, product, scalar)
     wp.set_module_options({"enable_backward": False}, module=module)
-    if product != "forward" and _adjoint_calls(op, product):
+    if product != Product.FORWARD and _adjoint_calls(op, product):
         _differentiates(module)
     built = _build(source, module, namespace)
     kernels = {True: built[f"{product}_flatgrid"], False: built[f"{product}_grid"]}
@@ -513,7 +516,7 @@ def kernels(op: Op, product: str, scalar: type) -> dict:
 
 def _derives(op: Op, product: str) -> bool:
     """Whether `product` of `op` runs Warp's adjoint of the function (no closed form)."""
-    return (op.vjp if product == "vjp" else op.tangent) is None
+    return (op.vjp if product == Product.VJP else op.tangent) is None
 
 
 # Loops with a bound fixed at compile time are unrolled up to this many iterations in a
@@ -560,7 +563,7 @@ def _adjoint_anchor(op: Op, product: str) -> str:
     adjoints empty even once `wp.grad` needs them; a backward-enabled caller makes Warp
     generate every adjoint in the call graph."""
     calls = _adjoint_calls(op, product)
-    if product == "forward" or not calls:
+    if product == Product.FORWARD or not calls:
         return ""
     params, lines = [], []
     for c, (function, inputs, outputs) in enumerate(calls):

@@ -27,17 +27,15 @@ import threading
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import warp as wp
 
 from . import _codegen, _indexing
 from ._layout import LaunchPlan, plan_launch
+from ._op import Op
 from ._program import argument_struct
-
-if TYPE_CHECKING:
-    from ._op import Op
 
 FLOAT_TYPES = {"float32": wp.float32, "float64": wp.float64}
 

@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ._spec import VARIADIC, Operand
-
-if TYPE_CHECKING:
-    from ._op import Op
+from ._op import VARIADIC, Op, Operand
 
 # Warp indexes launches and arrays with 32-bit integers.
 MAX_ELEMENTS = 2**31 - 1

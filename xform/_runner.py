@@ -8,22 +8,19 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING
 
 import warp as wp
 
 from . import _launch
-
-if TYPE_CHECKING:
-    from ._op import Op
+from ._op import Op, Product
 
 
 @functools.cache
 def run_product(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
     """What an FFI call runs: `run(inputs, outputs)`, with the inputs as arrays the core
     reads (Warp arrays or Buffers over XLA's memory) and each output as (pointer, a
-    function that zero-fills it), which the core's launch writes: `product` ("forward",
-    "tangent" or "vjp", with the `needed` gradients) of `op`, `prefix` leading dimensions
+    function that zero-fills it), which the core's launch writes: `product` (the VJP with
+    the `needed` gradients) of `op`, `prefix` leading dimensions
     mapped by a vectorising transform."""
     n = len(op.operands)
 
@@ -45,9 +42,9 @@ def run_product(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
             return array, array.ptr
 
         operands = _launch.prepare(op, inputs[:n], prefix)
-        if product == "forward":
+        if product == Product.FORWARD:
             _launch.forward(operands, allocate, allocate_zeros)
-        elif product == "tangent":
+        elif product == Product.TANGENT:
             # Every tangent is given, but the op's non-differentiable operands' count as
             # zero: those zeros are scratch, not outputs.
             _launch.jvp(operands, inputs[n : 2 * n], allocate, allocate_zeros, scratch_zeros)

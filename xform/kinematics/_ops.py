@@ -39,7 +39,8 @@ from typing import Any
 
 import warp as wp
 
-from .._op import Op, Operand, define_op
+from .._define import define_op
+from .._op import Op, Operand
 from ..ops.quaternion import quat_conjugate, quat_multiply, vector_part
 from . import _urdf
 

@@ -26,7 +26,8 @@ from typing import Any
 
 import warp as wp
 
-from .._op import define_op
+from .._define import define_op
+from . import _families as families
 from .so2 import (
     angle,
     angle_gradient,
@@ -420,6 +421,7 @@ SE2_EXP = define_op(
     doc="exp(xi) for xi = [vx, vy, theta]: the pose (V(theta) v, [cos(theta), sin(theta)]), "
     "V = [[sin(theta)/theta, -(1 - cos(theta))/theta], [(1 - cos(theta))/theta, "
     "sin(theta)/theta]]; a Taylor series near theta = 0.",
+    family=families.PLANAR,
 )
 SE2_LOG = define_op(
     "se2_log",
@@ -431,6 +433,7 @@ SE2_LOG = define_op(
     doc="log(T) = [V(theta)^-1 t, theta] with theta = atan2(s, c) in [-pi, pi], V^-1 = "
     "[[h cot(h), h], [-h, h cot(h)]], h = theta / 2; invariant to the scale of z, the "
     "inverse of se2_exp for |theta| < pi.",
+    family=families.PLANAR,
 )
 SE2_TO_MATRIX = define_op(
     "se2_to_matrix",
@@ -440,6 +443,7 @@ SE2_TO_MATRIX = define_op(
     tangent=se2_to_matrix_tangent,
     vjp=se2_to_matrix_vjp,
     doc="[[c, -s, x], [s, c, y], [0, 0, 1]] for T = ([x, y], [c, s]).",
+    family=families.PLANAR,
 )
 SE2_FROM_MATRIX = define_op(
     "se2_from_matrix",
@@ -450,6 +454,7 @@ SE2_FROM_MATRIX = define_op(
     vjp=se2_from_matrix_vjp,
     doc="([m02, m12], [m00, m10]): the translation column and the rotation block's first "
     "column (as jaxlie; the bottom row is not read, the rotation not projected).",
+    family=families.PLANAR,
 )
 SE2_ADJOINT = define_op(
     "se2_adjoint",
@@ -460,6 +465,7 @@ SE2_ADJOINT = define_op(
     vjp=se2_adjoint_vjp,
     doc="Ad_T = [[c, -s, y], [s, c, -x], [0, 0, 1]] for T = ([x, y], [c, s]), so that "
     "T exp(xi) T^-1 = exp(Ad_T xi).",
+    family=families.PLANAR,
 )
 TRANSFORM_POINTS_2D = define_op(
     "transform_points_2d",
@@ -469,6 +475,7 @@ TRANSFORM_POINTS_2D = define_op(
     tangent=transform_points_2d_tangent,
     vjp=transform_points_2d_vjp,
     doc="R p + t with R = [[c, -s], [s, c]]: the complex product z p, plus t.",
+    family=families.PLANAR,
 )
 POSE_MULTIPLY_2D = define_op(
     "pose_multiply_2d",
@@ -483,6 +490,7 @@ POSE_MULTIPLY_2D = define_op(
     tangent=pose_multiply_2d_tangent,
     vjp=pose_multiply_2d_vjp,
     doc="T1 T2 = (R1 t2 + t1, z1 z2) (T2 applied first).",
+    family=families.PLANAR,
 )
 POSE_INVERSE_2D = define_op(
     "pose_inverse_2d",
@@ -493,6 +501,7 @@ POSE_INVERSE_2D = define_op(
     vjp=pose_inverse_2d_vjp,
     doc="T^-1 = (-R^T t, conj(z)) with R^T = [[c, s], [-s, c]] (the inverse of a unit z; not "
     "divided by |z|^2, as jaxlie).",
+    family=families.PLANAR,
 )
 SE2_LEFT_JACOBIAN = define_op(
     "se2_left_jacobian",
@@ -503,6 +512,7 @@ SE2_LEFT_JACOBIAN = define_op(
     vjp=se2_left_jacobian_vjp,
     doc="J_l(xi) = [[V(theta), (I - V(theta)) v / theta], [0, 1]] for xi = [v, theta], "
     "V as in se2_exp: the integral of exp(s ad(xi)) over [0, 1].",
+    family=families.PLANAR,
 )
 SE2_LEFT_JACOBIAN_INVERSE = define_op(
     "se2_left_jacobian_inverse",
@@ -513,6 +523,7 @@ SE2_LEFT_JACOBIAN_INVERSE = define_op(
     vjp=se2_left_jacobian_inverse_vjp,
     doc="J_l(xi)^-1 = [[V^-1, (I - V^-1) v / theta], [0, 1]], V^-1 as in se2_log, for "
     "|theta| < 2 pi.",
+    family=families.PLANAR,
 )
 SE2_RIGHT_JACOBIAN = define_op(
     "se2_right_jacobian",
@@ -522,6 +533,7 @@ SE2_RIGHT_JACOBIAN = define_op(
     tangent=se2_right_jacobian_tangent,
     vjp=se2_right_jacobian_vjp,
     doc="J_r(xi) = J_l(-xi).",
+    family=families.PLANAR,
 )
 SE2_RIGHT_JACOBIAN_INVERSE = define_op(
     "se2_right_jacobian_inverse",
@@ -532,4 +544,5 @@ SE2_RIGHT_JACOBIAN_INVERSE = define_op(
     vjp=se2_right_jacobian_inverse_vjp,
     doc="J_r(xi)^-1 = J_l(-xi)^-1, for |theta| < 2 pi; J_r^-1(log T) is the derivative of "
     "log(T exp(delta)) in delta at 0 (jaxlie's jlog).",
+    family=families.PLANAR,
 )

@@ -11,7 +11,8 @@ from typing import Any
 
 import warp as wp
 
-from .._op import define_op
+from .._define import define_op
+from . import _families as families
 from .quaternion import quat_to_matrix, quat_to_matrix_tangent
 from .so3 import (
     COSINE_REMAINDER_SERIES,
@@ -353,6 +354,7 @@ SE3_EXP = define_op(
     tangent=se3_exp_tangent,
     vjp=se3_exp_vjp,
     doc="exp(xi) for xi = [rho, omega]: the pose (J_l(omega) rho, so3_exp(omega)).",
+    family=families.SE3,
 )
 SE3_LOG = define_op(
     "se3_log",
@@ -363,6 +365,7 @@ SE3_LOG = define_op(
     vjp=se3_log_vjp,
     doc="log(T) = [J_l(omega)^-1 t, omega] with omega = so3_log(q); the inverse of se3_exp "
     "for |omega| < pi.",
+    family=families.SE3,
 )
 SE3_HAT = define_op(
     "se3_hat",
@@ -372,6 +375,7 @@ SE3_HAT = define_op(
     tangent=se3_hat_tangent,
     vjp=se3_hat_vjp,
     doc="[[ [omega]x, rho ], [0, 0]] for xi = [rho, omega].",
+    family=families.SE3,
 )
 SE3_VEE = define_op(
     "se3_vee",
@@ -382,6 +386,7 @@ SE3_VEE = define_op(
     vjp=se3_vee_vjp,
     doc="[rho, omega]: the top-right column, and the vector of the skew part of the "
     "top-left 3x3 block.",
+    family=families.SE3,
 )
 SE3_ADJOINT = define_op(
     "se3_adjoint",
@@ -390,6 +395,7 @@ SE3_ADJOINT = define_op(
     results={"out_adjoint": (6, 6)},
     tangent=se3_adjoint_tangent,
     doc="Ad_T = [[R, [t]x R], [0, R]] for T = (t, q), R = R(q): T exp(xi) T^-1 = exp(Ad_T xi).",
+    family=families.SE3,
 )
 SE3_LEFT_JACOBIAN = define_op(
     "se3_left_jacobian",
@@ -398,6 +404,7 @@ SE3_LEFT_JACOBIAN = define_op(
     results=_JACOBIAN,
     tangent=se3_left_jacobian_tangent,
     doc="[[J_l(omega), Q(rho, omega)], [0, J_l(omega)]] with Barfoot's Q.",
+    family=families.SE3,
 )
 SE3_LEFT_JACOBIAN_INVERSE = define_op(
     "se3_left_jacobian_inverse",
@@ -406,6 +413,7 @@ SE3_LEFT_JACOBIAN_INVERSE = define_op(
     results=_JACOBIAN,
     tangent=se3_left_jacobian_inverse_tangent,
     doc="[[J_l^-1, -J_l^-1 Q J_l^-1], [0, J_l^-1]], for |omega| < 2 pi.",
+    family=families.SE3,
 )
 SE3_RIGHT_JACOBIAN = define_op(
     "se3_right_jacobian",
@@ -414,6 +422,7 @@ SE3_RIGHT_JACOBIAN = define_op(
     results=_JACOBIAN,
     tangent=se3_right_jacobian_tangent,
     doc="J_r(xi) = J_l(-xi).",
+    family=families.SE3,
 )
 SE3_RIGHT_JACOBIAN_INVERSE = define_op(
     "se3_right_jacobian_inverse",
@@ -422,4 +431,5 @@ SE3_RIGHT_JACOBIAN_INVERSE = define_op(
     results=_JACOBIAN,
     tangent=se3_right_jacobian_inverse_tangent,
     doc="J_r(xi)^-1 = J_l(-xi)^-1, for |omega| < 2 pi.",
+    family=families.SE3,
 )

@@ -21,7 +21,8 @@ from typing import Any
 
 import warp as wp
 
-from .._op import define_op
+from .._define import define_op
+from . import _families as families
 from .conversions import matrix_to_quat, matrix_to_quat_tangent, matrix_to_quat_vjp
 from .quaternion import quat_conjugate, quat_multiply, vector_part
 
@@ -696,6 +697,7 @@ SO3_EXP = define_op(
     vjp=so3_exp_vjp,
     doc="exp(omega): (cos(theta / 2), sin(theta / 2) omega / theta), theta = |omega|, with the "
     "sign that makes w >= 0; a Taylor series near theta = 0.",
+    family=families.SO3,
 )
 SO3_LOG = define_op(
     "so3_log",
@@ -706,6 +708,7 @@ SO3_LOG = define_op(
     vjp=so3_log_vjp,
     doc="log(q): 2 atan2(|u|, |w|) u / |u| with the sign of w, q = (w, u), |omega| <= pi; "
     "invariant to the scale and the sign of q: log(q) = log(q / |q|) = log(-q).",
+    family=families.SO3,
 )
 AXIS_ANGLE_TO_QUATERNION = define_op(
     "axis_angle_to_quaternion",
@@ -715,6 +718,7 @@ AXIS_ANGLE_TO_QUATERNION = define_op(
     tangent=so3_exp_tangent,
     vjp=so3_exp_vjp,
     doc="The unit quaternion of the rotation vector (axis times angle), w >= 0: so3_exp.",
+    family=families.SO3,
 )
 QUATERNION_TO_AXIS_ANGLE = define_op(
     "quaternion_to_axis_angle",
@@ -724,6 +728,7 @@ QUATERNION_TO_AXIS_ANGLE = define_op(
     tangent=so3_log_tangent,
     vjp=so3_log_vjp,
     doc="The rotation vector (axis times angle, |angle| <= pi) of q / |q|: so3_log.",
+    family=families.SO3,
 )
 AXIS_ANGLE_TO_MATRIX = define_op(
     "axis_angle_to_matrix",
@@ -733,6 +738,7 @@ AXIS_ANGLE_TO_MATRIX = define_op(
     tangent=rodrigues_tangent,
     vjp=rodrigues_vjp,
     doc="Rodrigues: I + sin(theta)/theta [omega]x + (1 - cos(theta))/theta^2 [omega]x^2.",
+    family=families.SO3,
 )
 MATRIX_TO_AXIS_ANGLE = define_op(
     "matrix_to_axis_angle",
@@ -743,6 +749,7 @@ MATRIX_TO_AXIS_ANGLE = define_op(
     vjp=matrix_log_vjp,
     doc="The rotation vector of a rotation matrix, |angle| <= pi: so3_log of Shepperd's "
     "quaternion (accurate at and near 180 degrees).",
+    family=families.SO3,
 )
 SO3_HAT = define_op(
     "so3_hat",
@@ -752,6 +759,7 @@ SO3_HAT = define_op(
     tangent=hat_tangent,
     vjp=hat_vjp,
     doc="The skew matrix [omega]x: [[0, -z, y], [z, 0, -x], [-y, x, 0]].",
+    family=families.SO3,
 )
 SO3_VEE = define_op(
     "so3_vee",
@@ -761,6 +769,7 @@ SO3_VEE = define_op(
     tangent=vee_tangent,
     vjp=vee_vjp,
     doc="The vector of the skew part (M - M^T) / 2.",
+    family=families.SO3,
 )
 SO3_LEFT_JACOBIAN = define_op(
     "so3_left_jacobian",
@@ -771,6 +780,7 @@ SO3_LEFT_JACOBIAN = define_op(
     vjp=left_jacobian_vjp,
     doc="J_l(omega) = I + (1 - cos(theta))/theta^2 [omega]x "
     "+ (theta - sin(theta))/theta^3 [omega]x^2; J_r(omega) = J_l(-omega).",
+    family=families.SO3,
 )
 SO3_LEFT_JACOBIAN_INVERSE = define_op(
     "so3_left_jacobian_inverse",
@@ -781,6 +791,7 @@ SO3_LEFT_JACOBIAN_INVERSE = define_op(
     vjp=left_jacobian_inverse_vjp,
     doc="J_l(omega)^-1 = I - [omega]x / 2 + (1/theta^2 - (1 + cos(theta))/(2 theta "
     "sin(theta))) [omega]x^2, for |omega| < 2 pi.",
+    family=families.SO3,
 )
 SO3_RIGHT_JACOBIAN = define_op(
     "so3_right_jacobian",
@@ -790,6 +801,7 @@ SO3_RIGHT_JACOBIAN = define_op(
     tangent=right_jacobian_tangent,
     vjp=right_jacobian_vjp,
     doc="J_r(omega) = J_l(-omega).",
+    family=families.SO3,
 )
 SO3_RIGHT_JACOBIAN_INVERSE = define_op(
     "so3_right_jacobian_inverse",
@@ -799,6 +811,7 @@ SO3_RIGHT_JACOBIAN_INVERSE = define_op(
     tangent=right_jacobian_inverse_tangent,
     vjp=right_jacobian_inverse_vjp,
     doc="J_r(omega)^-1 = J_l(-omega)^-1, for |omega| < 2 pi.",
+    family=families.SO3,
 )
 ROTATION_ANGLE = define_op(
     "rotation_angle",
@@ -808,6 +821,7 @@ ROTATION_ANGLE = define_op(
     tangent=rotation_angle_tangent,
     doc="The angle of the rotation q, 2 atan2(|u|, |w|) for q = (w, u), in [0, pi]; its "
     "gradient is zero at the identity, where the angle is not differentiable.",
+    family=families.DISTANCES,
 )
 QUATERNION_GEODESIC_DISTANCE = define_op(
     "quaternion_geodesic_distance",
@@ -816,6 +830,7 @@ QUATERNION_GEODESIC_DISTANCE = define_op(
     results={"out_angle": ()},
     tangent=quaternion_geodesic_distance_tangent,
     doc="The angle of q1* q2, in [0, pi]: rotation_angle of the relative rotation.",
+    family=families.DISTANCES,
 )
 MATRIX_GEODESIC_DISTANCE = define_op(
     "matrix_geodesic_distance",
@@ -825,4 +840,5 @@ MATRIX_GEODESIC_DISTANCE = define_op(
     tangent=matrix_geodesic_distance_tangent,
     doc="The angle of R1^T R2, atan2(|vee(M)|, (trace(M) - 1) / 2) for M = R1^T R2, in "
     "[0, pi] (never acos); its gradient is zero where the angle is 0 or pi.",
+    family=families.DISTANCES,
 )
