@@ -94,8 +94,10 @@ def _written(name: str, value, module: types.ModuleType) -> tuple[int, str]:
             f"{p.name}: {_annotation(p)}" + ("" if p.default is p.empty else " = ...")
             for p in signature.parameters.values()
         )
-        returns = "Any" if signature.return_annotation is signature.empty else (
-            str(signature.return_annotation)
+        returns = (
+            "Any"
+            if signature.return_annotation is signature.empty
+            else (str(signature.return_annotation))
         )
         return 3, f"def {name}({parameters}) -> {returns}: ...\n"
     if isinstance(value, dict) and value:

@@ -28,6 +28,16 @@ import warp as wp
 
 from .._define import define_op
 from . import _families as families
+from ._forms import at_negated, warp_function
+from ._series import (
+    jacobian_inverse_coefficient,
+    left_jacobian_coefficients,
+    left_jacobian_inverse_coefficients,
+    one_minus_cos_over,
+    rodrigues_coefficients,
+    sin_over,
+    sine_remainder,
+)
 from .so2 import (
     angle,
     angle_gradient,
@@ -36,15 +46,6 @@ from .so2 import (
     complex_multiply,
     complex_multiply_tangent,
     complex_multiply_vjp,
-)
-from .so3 import (
-    jacobian_inverse_coefficient,
-    left_jacobian_coefficients,
-    left_jacobian_inverse_coefficients,
-    one_minus_cos_over,
-    rodrigues_coefficients,
-    sin_over,
-    sine_remainder,
 )
 
 
@@ -162,24 +163,31 @@ def jacobian_form_vjp(m_theta: Any, n: Any, n_theta: Any, v: Any, g: Any):
     return twist_2d(v_bar, theta_bar)
 
 
+def jacobian_form_products(name: str, coefficients_slopes):
+    """The tangent and VJP of `xi -> [[m, n v], [0, 1]]` for `coefficients_slopes(theta)
+    = (m, dm / dtheta, n, dn / dtheta)`, named `name_tangent` and `name_vjp`."""
+
+    def tangent(xi: Any, d_xi: Any):
+        m, m_theta, n, n_theta = coefficients_slopes(xi[2])
+        v, dv = translation_of(xi), translation_of(d_xi)
+        return jacobian_form_tangent(m_theta, n, n_theta, v, d_xi[2], dv)
+
+    def vjp(xi: Any, g: Any):
+        m, m_theta, n, n_theta = coefficients_slopes(xi[2])
+        return jacobian_form_vjp(m_theta, n, n_theta, translation_of(xi), g)
+
+    return warp_function(tangent, f"{name}_tangent"), warp_function(vjp, f"{name}_vjp")
+
+
 @wp.func
 def se2_left_jacobian(xi: Any):
     m, n = left_coefficients(xi[2])
     return jacobian_form(m, n, translation_of(xi))
 
 
-@wp.func
-def se2_left_jacobian_tangent(xi: Any, d_xi: Any):
-    m, m_theta, n, n_theta = left_coefficients_slopes(xi[2])
-    return jacobian_form_tangent(
-        m_theta, n, n_theta, translation_of(xi), d_xi[2], translation_of(d_xi)
-    )
-
-
-@wp.func
-def se2_left_jacobian_vjp(xi: Any, g: Any):
-    m, m_theta, n, n_theta = left_coefficients_slopes(xi[2])
-    return jacobian_form_vjp(m_theta, n, n_theta, translation_of(xi), g)
+se2_left_jacobian_tangent, se2_left_jacobian_vjp = jacobian_form_products(
+    "se2_left_jacobian", left_coefficients_slopes
+)
 
 
 @wp.func
@@ -188,48 +196,22 @@ def se2_left_jacobian_inverse(xi: Any):
     return jacobian_form(m, n, translation_of(xi))
 
 
-@wp.func
-def se2_left_jacobian_inverse_tangent(xi: Any, d_xi: Any):
-    m, m_theta, n, n_theta = inverse_coefficients_slopes(xi[2])
-    return jacobian_form_tangent(
-        m_theta, n, n_theta, translation_of(xi), d_xi[2], translation_of(d_xi)
+se2_left_jacobian_inverse_tangent, se2_left_jacobian_inverse_vjp = jacobian_form_products(
+    "se2_left_jacobian_inverse", inverse_coefficients_slopes
+)
+
+# J_r(xi) = J_l(-xi), and so for the inverses.
+se2_right_jacobian, se2_right_jacobian_tangent, se2_right_jacobian_vjp = at_negated(
+    "se2_right_jacobian", se2_left_jacobian, se2_left_jacobian_tangent, se2_left_jacobian_vjp
+)
+se2_right_jacobian_inverse, se2_right_jacobian_inverse_tangent, se2_right_jacobian_inverse_vjp = (
+    at_negated(
+        "se2_right_jacobian_inverse",
+        se2_left_jacobian_inverse,
+        se2_left_jacobian_inverse_tangent,
+        se2_left_jacobian_inverse_vjp,
     )
-
-
-@wp.func
-def se2_left_jacobian_inverse_vjp(xi: Any, g: Any):
-    m, m_theta, n, n_theta = inverse_coefficients_slopes(xi[2])
-    return jacobian_form_vjp(m_theta, n, n_theta, translation_of(xi), g)
-
-
-@wp.func
-def se2_right_jacobian(xi: Any):
-    return se2_left_jacobian(-xi)
-
-
-@wp.func
-def se2_right_jacobian_tangent(xi: Any, d_xi: Any):
-    return se2_left_jacobian_tangent(-xi, -d_xi)
-
-
-@wp.func
-def se2_right_jacobian_vjp(xi: Any, g: Any):
-    return -se2_left_jacobian_vjp(-xi, g)
-
-
-@wp.func
-def se2_right_jacobian_inverse(xi: Any):
-    return se2_left_jacobian_inverse(-xi)
-
-
-@wp.func
-def se2_right_jacobian_inverse_tangent(xi: Any, d_xi: Any):
-    return se2_left_jacobian_inverse_tangent(-xi, -d_xi)
-
-
-@wp.func
-def se2_right_jacobian_inverse_vjp(xi: Any, g: Any):
-    return -se2_left_jacobian_inverse_vjp(-xi, g)
+)
 
 
 # --- exp and log -------------------------------------------------------------------------

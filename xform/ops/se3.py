@@ -13,29 +13,32 @@ import warp as wp
 
 from .._define import define_op
 from . import _families as families
-from .quaternion import quat_to_matrix, quat_to_matrix_tangent
-from .so3 import (
+from ._forms import at_negated
+from ._series import (
     COSINE_REMAINDER_SERIES,
     SERIES_BELOW,
     SINE_REMAINDER2_SERIES,
     SINE_REMAINDER_SERIES,
     cosine_remainder,
-    hat,
-    hat_vjp,
     horner,
     horner_slope,
-    left_jacobian,
     left_jacobian_coefficients,
-    left_jacobian_inverse,
     left_jacobian_inverse_coefficients,
+    one_minus_cos_over,
+    sine_remainder,
+    sine_remainder2,
+)
+from .quaternion import quat_to_matrix, quat_to_matrix_tangent
+from .so3 import (
+    hat,
+    hat_vjp,
+    left_jacobian,
+    left_jacobian_inverse,
     left_jacobian_inverse_tangent,
     left_jacobian_tangent,
     log_parts,
     log_pull,
     log_push,
-    one_minus_cos_over,
-    sine_remainder,
-    sine_remainder2,
     skew_quadratic,
     skew_quadratic_tangent,
     skew_quadratic_vjp,
@@ -323,24 +326,13 @@ def se3_left_jacobian_inverse_tangent(xi: Any, d_xi: Any):
     return blocks(dj_inv, d_corner, dj_inv * type(xi[0])(0.0), dj_inv)
 
 
-@wp.func
-def se3_right_jacobian_tangent(xi: Any, d_xi: Any):
-    return se3_left_jacobian_tangent(-xi, -d_xi)
-
-
-@wp.func
-def se3_right_jacobian_inverse_tangent(xi: Any, d_xi: Any):
-    return se3_left_jacobian_inverse_tangent(-xi, -d_xi)
-
-
-@wp.func
-def se3_right_jacobian(xi: Any):
-    return se3_left_jacobian(-xi)
-
-
-@wp.func
-def se3_right_jacobian_inverse(xi: Any):
-    return se3_left_jacobian_inverse(-xi)
+# J_r(xi) = J_l(-xi), and so for the inverses.
+se3_right_jacobian, se3_right_jacobian_tangent, _ = at_negated(
+    "se3_right_jacobian", se3_left_jacobian, se3_left_jacobian_tangent
+)
+se3_right_jacobian_inverse, se3_right_jacobian_inverse_tangent, _ = at_negated(
+    "se3_right_jacobian_inverse", se3_left_jacobian_inverse, se3_left_jacobian_inverse_tangent
+)
 
 
 _TWIST = {"xi": (6,)}
