@@ -8,6 +8,7 @@ from helpers import as_tuple, assert_matches
 from reference import leading_cases, random_args, reference, vmap_args
 
 import xform
+from benchmarks import formulas
 
 torch = pytest.importorskip("torch")
 xt = pytest.importorskip("xform.backends.torch")
@@ -78,16 +79,8 @@ def test_gradients_identical_to_numpy_vjp(name, rng):
 
 
 def unit_rotation(q):
-    """Rotation matrix of q / |q| (pytorch3d-style), differentiable in pure torch."""
-    w, x, y, z = (q / q.norm(dim=-1, keepdim=True)).unbind(-1)
-    return torch.stack(
-        [
-            torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            torch.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            torch.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )
+    """The rotation matrix of q / |q|, differentiable in pure torch."""
+    return formulas.rotation_matrix(torch, q / ((q * q).sum(-1)[..., None] ** 0.5))
 
 
 PURE_TORCH = {
