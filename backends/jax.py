@@ -41,10 +41,10 @@ from jax.interpreters import ad, batching, mlir
 from xform import _launch, _products
 from xform._api import ArrayArguments, numbers_as_arrays
 from xform._functions import family_function
-from xform._layout import result_shapes
+from xform._launch.layout import result_shapes, scattered
+from xform._launch.runner import run_product
 from xform._op import Op, Product
 from xform._random import sample_shape
-from xform._runner import run_product
 from xform.ops import COMPOSITES, OPS
 
 from . import jax_native
@@ -85,19 +85,21 @@ if xla_ffi is not None:
 _cpu_callbacks = {}  # the ctypes callbacks XLA holds pointers to, kept alive
 
 
-def _ffi_buffers(pointers, count: int) -> list[_launch.Buffer]:
+def _ffi_buffers(pointers, count: int) -> list[_launch.buffers.Buffer]:
     """The core's Buffers over XLA buffers (a call frame's arguments or results)."""
     pointers = ctypes.cast(pointers, _FFI_BUFFERS)
     buffers = []
     for k in range(count):
         b = pointers[k].contents
         buffers.append(
-            _launch.Buffer(b.data or 0, tuple(b.dims[: b.rank]), _FFI_DTYPES[b.dtype], "cpu", None)
+            _launch.buffers.Buffer(
+                b.data or 0, tuple(b.dims[: b.rank]), _FFI_DTYPES[b.dtype], "cpu", None
+            )
         )
     return buffers
 
 
-def _zero_fill(buffer: _launch.Buffer) -> None:
+def _zero_fill(buffer: _launch.buffers.Buffer) -> None:
     ctypes.memset(buffer.ptr, 0, np.dtype(buffer.dtype).itemsize * math.prod(buffer.shape))
 
 
@@ -139,7 +141,7 @@ def _cpu_target(op: Op, product: str, prefix: int, needed: tuple[bool, ...]) -> 
 def _result_count(op: Op, product: str, needed) -> int:
     """The outputs of an FFI call: the product's results, and partial sums per result of
     an op that sums over groups (see `_run`)."""
-    if product == "vjp":
+    if product == Product.VJP:
         return sum(needed)
     return len(op.results) * (2 if op.reduced else 1)
 
@@ -199,7 +201,7 @@ def _run(op: Op, product: str, prefix: int, needed, inputs, out_shapes, cpu=Fals
     # XLA owns their memory, in order on its stream.
     count = len(out_shapes)
     operand_shapes = [x.shape for x in inputs[: len(op.operands)]]
-    out_shapes = [*out_shapes, *_launch.scratch_shapes(op, product, operand_shapes, prefix)]
+    out_shapes = [*out_shapes, *_launch.tiling.scratch_shapes(op, product, operand_shapes, prefix)]
     results = [jax.ShapeDtypeStruct(shape, dtype) for shape in out_shapes]
     native = jax_native.library() if cpu else jax_native.cuda_library()
     if native is not None:  # a program of the launches, run with no Python per call
@@ -230,7 +232,7 @@ def _run(op: Op, product: str, prefix: int, needed, inputs, out_shapes, cpu=Fals
 
 
 def _check(op: Op, operands, prefix: int):
-    _launch.check_dtypes(op, [np.dtype(x.dtype).name for x in operands])
+    _launch.buffers.check_dtypes(op, [np.dtype(x.dtype).name for x in operands])
     return result_shapes(op, [tuple(x.shape) for x in operands], prefix)
 
 
@@ -301,7 +303,7 @@ def _jvp_of_vjp(op: Op, vjp: Primitive):
         outs = vjp.bind(*primals, prefix=prefix, needed=needed)
         tangents = [ad.instantiate_zeros(t) for t in tangents]
         out = primitives(product)[1].bind(*primals, *tangents, prefix=prefix)
-        by_operand = dict(zip(op.scattered("vjp"), out))
+        by_operand = dict(zip(scattered(op, Product.VJP), out))
         return outs, [
             by_operand[k] if k in by_operand else jnp.zeros_like(primals[k])
             for k, need in enumerate(needed)
@@ -348,7 +350,7 @@ def primitives(op: Op):
     forward.multiple_results = True
 
     def forward_impl(*operands, prefix, cpu=False):
-        return _run(op, "forward", prefix, (), operands, _check(op, operands, prefix), cpu)
+        return _run(op, Product.FORWARD, prefix, (), operands, _check(op, operands, prefix), cpu)
 
     def forward_abstract(*operands, prefix):
         return _avals(_check(op, operands, prefix), operands[0].dtype, operands)
@@ -376,7 +378,7 @@ def primitives(op: Op):
 
     def tangent_impl(*args, prefix, cpu=False):
         operands = args[:n]
-        return _run(op, "tangent", prefix, (), args, _check(op, operands, prefix), cpu)
+        return _run(op, Product.TANGENT, prefix, (), args, _check(op, operands, prefix), cpu)
 
     def tangent_abstract(*args, prefix):
         return _avals(_check(op, args[:n], prefix), args[0].dtype, args)
@@ -410,7 +412,9 @@ def primitives(op: Op):
 
     def vjp_impl(*args, prefix, needed, cpu=False):
         operands = args[:n]
-        return _run(op, "vjp", prefix, needed, args, vjp_shapes(operands, prefix, needed), cpu)
+        return _run(
+            op, Product.VJP, prefix, needed, args, vjp_shapes(operands, prefix, needed), cpu
+        )
 
     def vjp_abstract(*args, prefix, needed):
         return _avals(vjp_shapes(args[:n], prefix, needed), args[0].dtype, args)

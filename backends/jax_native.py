@@ -2,7 +2,7 @@
 
 Under `jax.jit` on CPU each product of an op runs as one FFI call of the target
 `xform_native`, whose attribute `program` is the product's launches recorded once per
-launch plan at trace time (`xform/_program.py`). Per call the C handler patches XLA's
+launch plan at trace time (`xform/_launch/program.py`). Per call the C handler patches XLA's
 buffers into the recorded Warp launches and calls the kernels' compiled entry points,
 spreading the Python path's thread tiles over XLA's CPU thread pool: no Python runs.
 
@@ -48,13 +48,16 @@ import jax
 import numpy as np
 import warp as wp
 
-from xform import _launch, _program
-from xform._layout import result_shapes
-from xform._runner import run_product
+from xform import _launch
+from xform._launch import program as _program
+from xform._launch import warp_abi
+from xform._launch.layout import result_shapes
+from xform._launch.runner import run_product
+from xform._op import Product
 
 TARGET = "xform_native"
 TARGET_CUDA = "xform_native_cuda"
-TESTED_WARP = _program.TESTED_WARP
+TESTED_WARP = warp_abi.TESTED_WARP
 SOURCE = Path(__file__).with_name("jax_native.cpp")
 # Warp's clang ships no C headers: the two that XLA's c_api.h includes.
 _STANDIN_HEADERS = {
@@ -203,7 +206,7 @@ def library() -> _Library | None:
 
 
 def _check_warp_version() -> None:
-    if not _program.warp_tested():
+    if not warp_abi.warp_tested():
         raise NativeUnavailable(
             f"warp-lang {wp.config.version} is not a version it was tested with ({TESTED_WARP})"
         )
@@ -226,9 +229,17 @@ def program(
     """The program of one product for these shapes, or None where the launches cannot
     be recorded (then the Python callback runs them). Kept for the process's life: a
     compiled XLA executable holds its address. One per thread count too: the launches
-    split over `_launch.THREADS` tiles."""
+    split over `_launch.threads.THREADS` tiles."""
     return _program_for(
-        op, product, prefix, needed, input_shapes, output_shapes, dtype, device, _launch.THREADS
+        op,
+        product,
+        prefix,
+        needed,
+        input_shapes,
+        output_shapes,
+        dtype,
+        device,
+        _launch.threads.THREADS,
     )
 
 
@@ -248,7 +259,7 @@ def _program_for(
         int(wp.get_device(device).context or 0) if device != "cpu" else 0,
     )
     inputs = [
-        _launch.Buffer(recorder.pointer(k), tuple(s), str(np.dtype(dtype)), device, None)
+        _launch.buffers.Buffer(recorder.pointer(k), tuple(s), str(np.dtype(dtype)), device, None)
         for k, s in enumerate(input_shapes)
     ]
     outputs = []
@@ -256,7 +267,7 @@ def _program_for(
         address = recorder.pointer(len(input_shapes) + k)
         outputs.append((address, functools.partial(recorder.zero, address, nbytes)))
     try:
-        with _launch.recording(recorder):
+        with _launch.steps.recording(recorder):
             run_product(op, product, prefix, needed)(inputs, outputs)
         words = recorder.program()
     except _program.CaptureError:
@@ -335,20 +346,22 @@ def _self_test(library: _Library, device: str = "cpu") -> None:
     if os.environ.get("XFORM_JAX_NATIVE_SELF_TEST", "") == "fail":
         raise NativeUnavailable("its self-test failed (forced by XFORM_JAX_NATIVE_SELF_TEST)")
     rng = np.random.default_rng(0)
-    big = max(_launch.PARALLEL_MIN_ELEMENTS, 1)  # split over threads, partial gradients
+    big = max(_launch.tiling.PARALLEL_MIN_ELEMENTS, 1)  # split over threads, partial gradients
     cases = [
-        ("transform_points", "forward", [(3,), (4,), (5, 3)]),
-        ("transform_points", "vjp", [(3,), (4,), (big, 3)]),
-        ("pose_multiply", "tangent", [(7, 3), (7, 4), (1, 3), (7, 4)]),
-        ("quaternion_to_matrix", "vjp", [(2, 3, 4)]),
-        ("quaternion_slerp", "vjp", [(big, 4), (big, 4), ()]),  # a one-element partial sum
+        ("transform_points", Product.FORWARD, [(3,), (4,), (5, 3)]),
+        ("transform_points", Product.VJP, [(3,), (4,), (big, 3)]),
+        ("pose_multiply", Product.TANGENT, [(7, 3), (7, 4), (1, 3), (7, 4)]),
+        ("quaternion_to_matrix", Product.VJP, [(2, 3, 4)]),
+        ("quaternion_slerp", Product.VJP, [(big, 4), (big, 4), ()]),  # a one-element partial sum
     ]
     for name, product, shapes in cases:
         for dtype in (np.float32, np.float64):
             _check_case(library, OPS[name], product, shapes, dtype, rng, device)
     # A sum over points of many chunks: partial sums, then their sum.
     sums = REGISTRATION_SUMS[False]
-    _check_case(library, sums, "forward", [(3, 5000, 3), (3, 5000, 3)], np.float64, rng, device)
+    _check_case(
+        library, sums, Product.FORWARD, [(3, 5000, 3), (3, 5000, 3)], np.float64, rng, device
+    )
 
 
 def agree(want: np.ndarray, got: np.ndarray, device: str) -> bool:
@@ -375,17 +388,17 @@ def _fill_zero(x) -> None:
 
 
 def _check_case(library, op, product, shapes, dtype, rng, device="cpu") -> None:
-    needed = tuple(o.differentiable for o in op.operands) if product == "vjp" else ()
+    needed = tuple(o.differentiable for o in op.operands) if product == Product.VJP else ()
     inputs = [rng.normal(size=s).astype(dtype) for s in shapes]
     results = [tuple(s) for s in result_shapes(op, shapes)]
-    if product == "tangent":
+    if product == Product.TANGENT:
         inputs += [rng.normal(size=s).astype(dtype) for s in shapes]
-    if product == "vjp":
+    if product == Product.VJP:
         inputs += [rng.normal(size=s).astype(dtype) for s in results]
         out_shapes = [tuple(s) for s, need in zip(shapes, needed) if need]
     else:
         out_shapes = list(results)
-    out_shapes += [tuple(s) for s in _launch.scratch_shapes(op, product, shapes)]
+    out_shapes += [tuple(s) for s in _launch.tiling.scratch_shapes(op, product, shapes)]
     shapes_in = tuple(tuple(x.shape) for x in inputs)
     compiled = program(
         op, product, 0, needed, shapes_in, tuple(out_shapes), np.dtype(dtype), device
@@ -403,7 +416,7 @@ def _check_case(library, op, product, shapes, dtype, rng, device="cpu") -> None:
 
     def python(outputs):
         buffers = [
-            _launch.Buffer(_address(x), tuple(x.shape), str(np.dtype(dtype)), device, x)
+            _launch.buffers.Buffer(_address(x), tuple(x.shape), str(np.dtype(dtype)), device, x)
             for x in inputs
         ]
         pairs = [(_address(o), functools.partial(_fill_zero, o)) for o in outputs]

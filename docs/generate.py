@@ -15,7 +15,7 @@ from pathlib import Path
 
 import xform
 from xform._op import Composite
-from xform.ops import FAMILIES, COMPOSITES
+from xform.ops import COMPOSITES, FAMILIES
 
 OUT = Path(__file__).with_name("api.md")
 

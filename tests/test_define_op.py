@@ -579,13 +579,13 @@ def test_heavy_elements_split_over_the_threads_sooner(rng, monkeypatch):
     PARALLEL_MIN_ELEMENTS / w elements, its products too, with the same values."""
     from xform import _launch, _products
 
-    monkeypatch.setattr(_launch, "THREADS", 2)
+    monkeypatch.setattr(_launch.threads, "THREADS", 2)
     heavy = xform.define_op("polar_heavy", polar, {"vector": (3,)}, POLAR_RESULTS, work=64)
     light = xform.define_op("polar_light", polar, {"vector": (3,)}, POLAR_RESULTS)
-    count = _launch.PARALLEL_MIN_ELEMENTS // 64
+    count = _launch.tiling.PARALLEL_MIN_ELEMENTS // 64
     vectors = rng.normal(size=(count, 3))
     for op, parts in ((heavy, 2), (light, 1)):
-        assert _launch._parts(_launch.prepare(op, [vectors])) == parts
+        assert _launch.tiling.parts(_launch.buffers.prepare(op, [vectors])) == parts
     closed = xform.define_op(
         "scaled_rotate_heavy", scaled_rotate, {"quaternion": (4,), "points": (3,), "scale": ()},
         {"out_points": (3,)}, scaled_rotate_tangent, scaled_rotate_vjp, work=64,

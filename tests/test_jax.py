@@ -9,7 +9,15 @@ import textwrap
 import numpy as np
 import pytest
 from helpers import as_tuple, assert_matches, check_grads
-from reference import leading_cases, random_args, reference, vmap_args
+from reference import (
+    DIFFERENTIABLE,
+    OP_NAMES,
+    POINT_AND_POSE_OPS,
+    leading_cases,
+    random_args,
+    reference,
+    vmap_args,
+)
 
 import xform
 from benchmarks import formulas
@@ -20,22 +28,12 @@ import jax.numpy as jnp  # noqa: E402
 
 xj = pytest.importorskip("xform.backends.jax")
 
-OPS = sorted(xform.OPS)
-DIFFERENTIABLE = [n for n in OPS if xform.OPS[n].differentiable]
-POINT_AND_POSE_OPS = [
-    "transform_points",
-    "batch_transform_points",
-    "batch_transform_points_inverse",
-    "pose_multiply",
-    "pose_inverse",
-]
-
 
 def sample_cases(names, every=3):
     return [(n, c) for n in names for c in leading_cases(n)[::every]]
 
 
-CASES = sample_cases(OPS)
+CASES = sample_cases(OP_NAMES)
 GRAD_CASES = sample_cases(DIFFERENTIABLE)
 
 
@@ -200,8 +198,10 @@ def test_vmap_is_one_launch(rng, monkeypatch):
     from xform import _launch
 
     launches = []
-    real = _launch.forward
-    monkeypatch.setattr(_launch, "forward", lambda *a, **k: launches.append(1) or real(*a, **k))
+    real = _launch.products.forward
+    monkeypatch.setattr(
+        _launch.products, "forward", lambda *a, **k: launches.append(1) or real(*a, **k)
+    )
     q = jnp.asarray(rng.normal(size=(256, 4)))
     jax.block_until_ready(jax.jit(jax.vmap(xj.quaternion_to_matrix))(q))
     assert len(launches) == 1
@@ -232,7 +232,7 @@ def test_a_failure_inside_the_ffi_call_raises_instead_of_crashing(rng, monkeypat
         raise RuntimeError("launch failed")
 
     jax.clear_caches()
-    monkeypatch.setattr(_launch, "forward", broken)
+    monkeypatch.setattr(_launch.products, "forward", broken)
     t, q, p = map(jnp.asarray, random_args("transform_points", [(), (), (13,)], rng))
     with (
         jax_native.forced("callback"),
@@ -258,7 +258,7 @@ def test_empty_batches(rng):
 
 # --- numbers for scalar operands: weakly typed ----------------------------------------------
 
-SCALAR_OPERAND_OPS = [n for n in OPS if any(o.element == () for o in xform.OPS[n].operands)]
+SCALAR_OPERAND_OPS = [n for n in OP_NAMES if any(o.element == () for o in xform.OPS[n].operands)]
 
 
 @pytest.mark.parametrize("x64", [False, True])

@@ -417,12 +417,12 @@ def test_a_batch_split_over_threads_equals_one_thread(tree, rng, monkeypatch):
     for bit, as in small batches on one thread."""
     from xform import _launch
 
-    monkeypatch.setattr(_launch, "THREADS", 2)
-    count = -(-_launch.PARALLEL_MIN_ELEMENTS // int(tree.forward_kinematics_op.work)) + 7
+    monkeypatch.setattr(_launch.threads, "THREADS", 2)
+    count = -(-_launch.tiling.PARALLEL_MIN_ELEMENTS // int(tree.forward_kinematics_op.work)) + 7
     q = rng.uniform(-3, 3, (count, tree.dof))
     for op, extra in ((tree.forward_kinematics_op, []), (tree.jacobian_op, [3.0])):
         whole = [q, *tree.op_arguments(q)[1:], *extra]
-        assert _launch._parts(_launch.prepare(op, whole)) == 2
+        assert _launch.tiling.parts(_launch.buffers.prepare(op, whole)) == 2
         results = as_tuple(op(*whole))
         cotangents = [rng.normal(size=r.shape) for r in results]
         gradient = xform.vjp(op, whole, cotangents)[0]

@@ -83,7 +83,7 @@ def interrupt_by_a_worker(call, want=None):
     # Python launches on a pool thread: the native JAX handler)
     from xform import _launch
 
-    real, fired = _launch._execute, threading.Event()
+    real, fired = _launch.steps.run_launch, threading.Event()
 
     def execute(launch, stream):
         if threading.current_thread() is not threading.main_thread() and not fired.is_set():
@@ -91,11 +91,11 @@ def interrupt_by_a_worker(call, want=None):
             os.kill(os.getpid(), signal.SIGINT)
         real(launch, stream)
 
-    _launch._execute = execute
+    _launch.steps.run_launch = execute
     try:
         return interrupt_during(call, None, 0.0, want, fired)
     finally:
-        _launch._execute = real
+        _launch.steps.run_launch = real
 
 
 # Every launch the Python path runs is counted while it runs. Once a NumPy or PyTorch
@@ -106,7 +106,7 @@ from xform import _launch as _counted_launch
 
 _running = [0]
 _running_changed = threading.Condition()
-_execute_uncounted = _counted_launch._execute
+_execute_uncounted = _counted_launch.steps.run_launch
 
 
 def _execute_counted(launch, stream):
@@ -120,7 +120,7 @@ def _execute_counted(launch, stream):
             _running_changed.notify_all()
 
 
-_counted_launch._execute = _execute_counted
+_counted_launch.steps.run_launch = _execute_counted
 OUTCOMES = {"finished", "interrupted", "interrupted (error)", "late"}
 
 
@@ -221,11 +221,11 @@ def test_an_interrupt_inside_the_ffi_call_is_an_error_not_a_crash(tmp_path):
         """
 import jax, numpy as np, xform
 import xform.backends.jax as xj
-from xform import _launch
-real = _launch.forward
+from xform._launch import products
+real = products.forward
 def interrupted(*args, **kwargs):
     raise KeyboardInterrupt
-_launch.forward = interrupted
+products.forward = interrupted
 t, q, p = np.zeros(3, np.float32), np.array([1.0, 0, 0, 0], np.float32), np.ones((9, 3), np.float32)
 try:
     jax.block_until_ready(jax.jit(xj.transform_points)(t, q, p))
@@ -234,7 +234,7 @@ except KeyboardInterrupt:
     raise SystemExit("the interrupt unwound through XLA")
 except Exception as exc:
     assert "KeyboardInterrupt" in repr(exc), repr(exc)
-_launch.forward = real
+products.forward = real
 np.testing.assert_array_equal(np.asarray(jax.jit(xj.transform_points)(t, q, p)), p)
 print("error ok")
 """,

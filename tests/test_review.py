@@ -98,12 +98,12 @@ def test_native_programs_are_kept_per_thread_count(monkeypatch):
     from xform import _launch
 
     op = xform.OPS["transform_points"]
-    big = _launch.PARALLEL_MIN_ELEMENTS
+    big = _launch.tiling.PARALLEL_MIN_ELEMENTS
     shapes = ((3,), (4,), (big, 3))
     args = (op, "forward", 0, (), shapes, ((big, 3),), np.dtype(np.float64), "cpu")
-    monkeypatch.setattr(_launch, "THREADS", 1)
+    monkeypatch.setattr(_launch.threads, "THREADS", 1)
     one = jax_native.program(*args)
-    monkeypatch.setattr(_launch, "THREADS", 2)
+    monkeypatch.setattr(_launch.threads, "THREADS", 2)
     two = jax_native.program(*args)
     assert one is not None and two is not None and one is not two
 
@@ -114,13 +114,13 @@ def test_threads_follow_the_affinity_mask_and_the_cgroup_quota(monkeypatch, tmp_
     from xform import _launch
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    assert _launch.available_cpus(str(tmp_path)) == 4  # no cgroup file: the mask
+    assert _launch.threads.available_cpus(str(tmp_path)) == 4  # no cgroup file: the mask
     (tmp_path / "cpu.max").write_text("max 100000\n")
-    assert _launch.available_cpus(str(tmp_path)) == 4  # no quota
+    assert _launch.threads.available_cpus(str(tmp_path)) == 4  # no quota
     (tmp_path / "cpu.max").write_text("150000 100000\n")
-    assert _launch.available_cpus(str(tmp_path)) == 2  # 1.5 CPUs, rounded up
+    assert _launch.threads.available_cpus(str(tmp_path)) == 2  # 1.5 CPUs, rounded up
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3}, raising=False)
-    assert _launch.available_cpus(str(tmp_path)) == 1
+    assert _launch.threads.available_cpus(str(tmp_path)) == 1
 
 
 # --- version gates, comparisons, caches -----------------------------------------------------
@@ -132,16 +132,18 @@ def test_untested_warp_versions_keep_to_warps_own_paths(monkeypatch, rng):
     not tested with, Warp's own launch runs, and the handler is refused by name."""
     import warp as wp
 
-    from xform import _launch, _program
+    from xform import _launch
+    from xform._op import Product
 
     monkeypatch.setattr(wp.config, "version", "9.99.0")
-    assert not _program.warp_tested()
-    monkeypatch.setattr(_launch._local, "launches", None, raising=False)  # new recordings
+    assert not _launch.warp_abi.warp_tested()
+    monkeypatch.setattr(_launch.kernels._local, "launches", None, raising=False)  # new ones
     args = [rng.normal(size=(3,)), rng.normal(size=(4,)), rng.normal(size=(5, 3))]
     op = xform.OPS["transform_points"]
-    operands = _launch.prepare(op, args)
-    (tile,) = _launch._tiles(operands.plan, 1)
-    launch = _launch.Reusable(_launch.record(op, "forward", operands.scalar, "cpu", tile))
+    operands = _launch.buffers.prepare(op, args)
+    (tile,) = _launch.tiling.tiles(operands.plan, 1)
+    recorded = _launch.kernels.record(op, Product.FORWARD, operands.scalar, "cpu", tile)
+    launch = _launch.warp_abi.Reusable(recorded)
     assert launch.args is None  # Warp's Launch.launch, not the entry point
     np.testing.assert_allclose(
         xform.transform_points(*args),

@@ -102,7 +102,7 @@ def define_op(
     summands added in order, then the chunks' partial sums in order, on every device.
 
     Derivatives are exact and need nothing more: the VJP is Warp's adjoint of `function`
-    (`wp.grad`), the JVP one reverse sweep per result component (see `_codegen.py`).
+    (`wp.grad`), the JVP one reverse sweep per result component (see `_launch/codegen.py`).
     Closed forms, used where given, over the same values `function` receives (a prepared
     operand's prepared value) and covering every operand:
 

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from . import _launch
 from ._api import ALLOCATORS, ARRAYS, ArrayArguments, _core_kind, _unpack, numbers_as_arrays
+from ._launch import buffers, products
 from ._op import Composite, Op
 from .ops import COMPOSITES, OPS
 
@@ -117,9 +117,9 @@ def vjp(op: Op | str, args: Sequence[Any], cotangents) -> tuple:
         cotangents = (cotangents,)
     if len(cotangents) != len(op.results):
         raise ValueError(f"{op.name}: expected {len(op.results)} cotangents, got {len(cotangents)}")
-    operands = _launch.prepare(op, args)
+    operands = buffers.prepare(op, args)
     empty, zeros = ALLOCATORS[kind]
-    return tuple(_launch.vjp(operands, cotangents, zeros, allocate=empty))
+    return tuple(products.vjp(operands, cotangents, zeros, allocate=empty))
 
 
 def jvp(op: Op | str, args: Sequence[Any], tangents: Sequence[Any]):
@@ -134,9 +134,9 @@ def jvp(op: Op | str, args: Sequence[Any], tangents: Sequence[Any]):
     kind = _core_kind(op, args, "jvp")
     if len(tangents) != len(op.operands):
         raise ValueError(f"{op.name}: expected {len(op.operands)} tangents, got {len(tangents)}")
-    operands = _launch.prepare(op, args)
+    operands = buffers.prepare(op, args)
     empty, zeros = ALLOCATORS[kind]
-    return _unpack(op, _launch.jvp(operands, tangents, empty, zeros))
+    return _unpack(op, products.jvp(operands, tangents, empty, zeros))
 
 
 def _make_function(op: Op):

@@ -2,8 +2,8 @@
 
 An op is a Warp function over elements (scalars, vectors, matrices) plus a description
 of its operands and results. Everything else is generated from that: the forward, VJP
-and tangent kernels (`_codegen.py`), shape checks and broadcasting (`_layout.py`), the
-launches (`launch/`), and each framework's function with its autodiff (`backends/`).
+and tangent kernels (`_launch/codegen.py`), shape checks and broadcasting and the
+launches (`_launch/`), and each framework's function with its autodiff (`backends/`).
 `define_op` (`_define.py`) checks a definition and makes the record; `_registry.py` keeps
 every op made.
 
@@ -142,7 +142,7 @@ class Op:
     # The section of the op reference that lists it ("" for none).
     family: str = ""
     # Kernels loop over runs of launch indices: a CPU thread's run, and a GPU thread's in a
-    # VJP that adds into a shared gradient (see _codegen.py and launch/tiles.py).
+    # VJP that adds into a shared gradient (see _launch/codegen.py and launch/tiles.py).
     runs: bool = False
     # An element's weight relative to a small rotation's: CPU launches split over the
     # threads from `PARALLEL_MIN_ELEMENTS / work` elements.
@@ -172,17 +172,6 @@ class Op:
         groups = dict.fromkeys(g for o in self.operands if not o.single for g in o.batch)
         return tuple(g for g in groups if g not in kept)
 
-    def loops_over_runs(self, product: Product) -> bool:
-        """Whether the kernels of `product` loop over runs of launch indices: where the op
-        asks, and for the VJP of an op that sums over groups (a group's summands read one
-        cotangent, and the gradients of its per-group operands are sums over the group)."""
-        return self.runs or (product == Product.VJP and bool(self.reduced))
-
-    def sums(self, product: Product) -> bool:
-        """Whether `product`'s kernel sums launch indices into each result element (an op
-        that sums over groups, but for its VJP, which scatters)."""
-        return bool(self.reduced) and product != Product.VJP
-
     @functools.cached_property
     def launch_batch(self) -> tuple[str, ...]:
         """The groups a launch covers: the results', then those summed over (innermost)."""
@@ -198,16 +187,6 @@ class Op:
     def scatters(self) -> bool:
         """Whether the results are `like` operands (added into, where those are broadcast)."""
         return self.like[0] is not None
-
-    def scattered(self, product: Product) -> tuple[int, ...]:
-        """The operands whose shape the arrays that `product`'s kernels add into have: the
-        differentiable operands for a VJP (their gradients), the operands the results are
-        `like` for the forward and the tangent of an op that scatters; else none."""
-        if product == Product.VJP:
-            return tuple(k for k, o in enumerate(self.operands) if o.differentiable)
-        if self.scatters:
-            return tuple(k for k in self.like if k is not None)
-        return ()
 
     @property
     def differentiable_operands(self) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 """Every product of an op as an op of its own: the second-order mechanism.
 
 An op's closed-form derivatives are plain `@wp.func`s, so each can be the element function
-of an op, whose own derivatives `_codegen.py` then generates as for any op:
+of an op, whose own derivatives `codegen.py` then generates as for any op:
 
 - `product_op(op, Product.TANGENT)`: `(x_1..x_n, dx_1..dx_n) -> (dy_1..dy_r)`, the op's
   closed-form tangent (through `prepare`'s closed form for a prepared operand). Its
@@ -13,7 +13,7 @@ of an op, whose own derivatives `_codegen.py` then generates as for any op:
 
 Their derivatives are the op's second derivatives, exact: Warp's adjoint (`wp.grad`) of a
 closed form that itself calls no `wp.grad`. The VJP op's tangent takes one reverse sweep,
-by the symmetry of the Hessian (`_codegen._vjp_tangent`). The framework adapters route a
+by the symmetry of the Hessian (`codegen._vjp_tangent`). The framework adapters route a
 derivative of a first derivative here: PyTorch's double backward and forward-over-reverse,
 JAX's JVP rules of the tangent and VJP primitives.
 
@@ -35,8 +35,9 @@ import math
 
 import warp as wp
 
-from . import _codegen, _registry
+from . import _registry
 from ._define import define_op
+from ._launch.source import build, component, inner
 from ._op import Op, Operand, Product, Result
 
 
@@ -183,7 +184,7 @@ def _transposed(op: Op, given: Product) -> wp.Function:
     # the VJP's run over the results, pairing its operands' cotangents with the tangents.
     seeded, paired = (operands, results) if given == Product.TANGENT else (results, operands)
     others = [f"o{i}" for i in range(len(paired))]
-    scalar = f"type({_codegen.component('x0', 0, operands[0])})"
+    scalar = f"type({component('x0', 0, operands[0])})"
     lines, outs = [], []
     for k, element in enumerate(seeded):
         parts = []
@@ -192,7 +193,7 @@ def _transposed(op: Op, given: Product) -> wp.Function:
             values = [f"v{k}_{c}_{i}" for i in range(len(paired))]
             lines.append(f"    {', '.join(values)} = G({', '.join(xs + seeds)})")
             pairs = zip(values, others, paired)
-            parts.append(" + ".join(_codegen.inner(v, o, e) for v, o, e in pairs))
+            parts.append(" + ".join(inner(v, o, e) for v, o, e in pairs))
         outs.append(_assemble(parts, element))
     source = (
         f"({', '.join(f'{a}: Any' for a in xs + others)}):\n"
@@ -206,7 +207,7 @@ def _transposed(op: Op, given: Product) -> wp.Function:
 def _build(op: Op, part: str, source: str, namespace: dict) -> wp.Function:
     name = f"{op.key}_xform_{part}"
     module = f"xform_ops.{op.key}.{part}"
-    return _codegen._build(f"@wp.func\ndef {name}{source}", module, namespace)[name]
+    return build(f"@wp.func\ndef {name}{source}", module, namespace)[name]
 
 
 def _pullback(op: Op) -> wp.Function:

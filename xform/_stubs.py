@@ -85,8 +85,8 @@ def _written(name: str, value, module: types.ModuleType) -> tuple[int, str]:
     home = getattr(value, "__module__", None)
     if home and home != module.__name__ and getattr(value, "__name__", None) == name:
         return 0, f"from {home} import {name} as {name}\n"
-    if inspect.isclass(value):  # its first base from elsewhere (the rest is generated)
-        base = next(b for b in value.__mro__[1:] if b.__module__ != module.__name__)
+    if inspect.isclass(value):  # its first base from outside xform (the rest is generated)
+        base = next(b for b in value.__mro__[1:] if not b.__module__.startswith("xform"))
         return 2, f"class {name}({base.__module__}.{base.__qualname__}): ...\n"
     if callable(value):
         signature = inspect.signature(value)

@@ -162,6 +162,12 @@ def horner_slope(x: Any, c: Any):
 
 
 @wp.func
+def series_pair(x: Any, a: Any, b: Any):
+    """Two series and their slopes in x: (a(x), a'(x), b(x), b'(x))."""
+    return horner(x, a), horner_slope(x, a), horner(x, b), horner_slope(x, b)
+
+
+@wp.func
 def sin_over(x: Any):
     """sin(theta) / theta, for x = theta^2."""
     if x < type(x)(SERIES_BELOW):
@@ -220,12 +226,7 @@ def jacobian_inverse_coefficient(x: Any):
 def rodrigues_coefficients(x: Any):
     """Rodrigues' a = sin(theta)/theta, b = (1 - cos(theta))/theta^2, and their slopes in x."""
     if x < type(x)(SERIES_BELOW):
-        return (
-            horner(x, SIN_SERIES),
-            horner_slope(x, SIN_SERIES),
-            horner(x, COS_SERIES),
-            horner_slope(x, COS_SERIES),
-        )
+        return series_pair(x, SIN_SERIES, COS_SERIES)
     theta = wp.sqrt(x)
     a = wp.sin(theta) / theta
     b = one_minus_cos_over(x)
@@ -238,12 +239,7 @@ def left_jacobian_coefficients(x: Any):
     """J_l's a = (1 - cos(theta))/theta^2, b = (theta - sin(theta))/theta^3, and their
     slopes in x: a' = (sin(theta)/theta - 2a) / 2x, b' = (a - 3b) / 2x."""
     if x < type(x)(SERIES_BELOW):
-        return (
-            horner(x, COS_SERIES),
-            horner_slope(x, COS_SERIES),
-            horner(x, SINE_REMAINDER_SERIES),
-            horner_slope(x, SINE_REMAINDER_SERIES),
-        )
+        return series_pair(x, COS_SERIES, SINE_REMAINDER_SERIES)
     theta = wp.sqrt(x)
     sine = wp.sin(theta) / theta
     a = one_minus_cos_over(x)

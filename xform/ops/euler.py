@@ -16,8 +16,8 @@ from typing import Any
 
 import warp as wp
 
-from .. import _codegen
 from .._define import define_op
+from .._launch.source import build
 from .._op import Composite
 from .conversions import matrix_to_quat, matrix_to_quat_tangent
 from .quaternion import quat_matrix_vjp, quat_multiply, quat_to_matrix, quat_to_matrix_tangent
@@ -321,7 +321,7 @@ def matrix_to_euler_{tag}_tangent(matrix: Any, d_matrix: Any):
     dq = matrix_to_quat_tangent(matrix, d_matrix)
     return {from_quat_tangent}
 """
-    namespace = _codegen._build(
+    namespace = build(
         source,
         f"xform_ops.euler.{tag}",
         {

@@ -163,9 +163,14 @@ def jacobian_form_vjp(m_theta: Any, n: Any, n_theta: Any, v: Any, g: Any):
     return twist_2d(v_bar, theta_bar)
 
 
-def jacobian_form_products(name: str, coefficients_slopes):
-    """The tangent and VJP of `xi -> [[m, n v], [0, 1]]` for `coefficients_slopes(theta)
-    = (m, dm / dtheta, n, dn / dtheta)`, named `name_tangent` and `name_vjp`."""
+def jacobian_form_functions(name: str, coefficients, coefficients_slopes):
+    """`xi -> [[m, n v], [0, 1]]` for `coefficients(theta) = (m, n)`, with its tangent
+    and VJP from `coefficients_slopes(theta) = (m, dm / dtheta, n, dn / dtheta)`: named
+    `name`, `name_tangent` and `name_vjp`."""
+
+    def value(xi: Any):
+        m, n = coefficients(xi[2])
+        return jacobian_form(m, n, translation_of(xi))
 
     def tangent(xi: Any, d_xi: Any):
         m, m_theta, n, n_theta = coefficients_slopes(xi[2])
@@ -176,28 +181,20 @@ def jacobian_form_products(name: str, coefficients_slopes):
         m, m_theta, n, n_theta = coefficients_slopes(xi[2])
         return jacobian_form_vjp(m_theta, n, n_theta, translation_of(xi), g)
 
-    return warp_function(tangent, f"{name}_tangent"), warp_function(vjp, f"{name}_vjp")
+    return (
+        warp_function(value, name),
+        warp_function(tangent, f"{name}_tangent"),
+        warp_function(vjp, f"{name}_vjp"),
+    )
 
 
-@wp.func
-def se2_left_jacobian(xi: Any):
-    m, n = left_coefficients(xi[2])
-    return jacobian_form(m, n, translation_of(xi))
-
-
-se2_left_jacobian_tangent, se2_left_jacobian_vjp = jacobian_form_products(
-    "se2_left_jacobian", left_coefficients_slopes
+se2_left_jacobian, se2_left_jacobian_tangent, se2_left_jacobian_vjp = jacobian_form_functions(
+    "se2_left_jacobian", left_coefficients, left_coefficients_slopes
 )
-
-
-@wp.func
-def se2_left_jacobian_inverse(xi: Any):
-    m, n = inverse_coefficients(xi[2])
-    return jacobian_form(m, n, translation_of(xi))
-
-
-se2_left_jacobian_inverse_tangent, se2_left_jacobian_inverse_vjp = jacobian_form_products(
-    "se2_left_jacobian_inverse", inverse_coefficients_slopes
+se2_left_jacobian_inverse, se2_left_jacobian_inverse_tangent, se2_left_jacobian_inverse_vjp = (
+    jacobian_form_functions(
+        "se2_left_jacobian_inverse", inverse_coefficients, inverse_coefficients_slopes
+    )
 )
 
 # J_r(xi) = J_l(-xi), and so for the inverses.
