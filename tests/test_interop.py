@@ -302,3 +302,18 @@ def test_torch_to_jax_pytrees_and_vmap(rng):
     np.testing.assert_allclose(jax.grad(lambda x: bridged({"x": x})["sum"])(x), 2 * x)
     per_row = jax.vmap(lambda row: bridged({"x": row})["sum"])(x)
     np.testing.assert_allclose(per_row, (x**2).sum(-1), rtol=1e-13)
+
+
+def test_bridges_keep_bounded_caches_of_user_functions():
+    """Each user function given to torch_to_jax costs a cache entry holding it and two
+    FFI targets: the cache is bounded, and the op products' cache does not grow."""
+    pytest.importorskip("torch")
+    jax = pytest.importorskip("jax")
+    from xform.backends import bridges
+    from xform.backends import jax as xj
+
+    assert bridges._differentiable_call.cache_info().maxsize is not None
+    before = xj.ffi_callable.cache_info().currsize
+    doubled = xform.torch_to_jax(lambda x: 2 * x)
+    np.testing.assert_allclose(doubled(jax.numpy.ones(3)), 2.0)
+    assert xj.ffi_callable.cache_info().currsize == before

@@ -431,3 +431,18 @@ def test_torch_to_jax_takes_any_number_of_dimensions(rng):
     np.testing.assert_array_equal(
         np.asarray(grad), xform.vjp("quaternion_to_matrix", [q], np.ones_like(want))[0]
     )
+
+
+def test_threads_follow_the_affinity_mask_and_the_cgroup_quota(monkeypatch, tmp_path):
+    import os
+
+    from xform import _launch
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert _launch.threads.available_cpus(str(tmp_path)) == 4  # no cgroup file: the mask
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert _launch.threads.available_cpus(str(tmp_path)) == 4  # no quota
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert _launch.threads.available_cpus(str(tmp_path)) == 2  # 1.5 CPUs, rounded up
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert _launch.threads.available_cpus(str(tmp_path)) == 1
