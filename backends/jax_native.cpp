@@ -10,6 +10,13 @@
 // Compiled at first use by Warp's bundled clang (no system compiler), freestanding: no C
 // or C++ runtime beyond malloc, free, memset and memcpy, no exceptions, no threads of
 // its own. Every failure is an XLA error, never a crash.
+//
+// It names only what XLA's FFI keeps stable from one jaxlib to the next: the call frame's
+// and the API table's fields (reading a function of the table only where `struct_size`
+// says it is there) and the metadata handshake. Types that jaxlib renamed are not named:
+// 0.11 made the frame's `extension_start` an `XLA_FFI_InternalExtension*` (0.10: an
+// `XLA_FFI_Extension_Base*`), and kept `XLA_FFI_ExecutionContext` only as an alias of
+// `XLA_FFI_InvokeContext`.
 
 #include "xla/ffi/api/c_api.h"
 
@@ -35,6 +42,9 @@ const int64_t SCRATCH_ALIGN = 64;
 int64_t process_token = 0;  // set once at load; a program from another process never matches
 
 typedef void (*Entry)(void* bounds, void* args);
+
+// The frame's execution context, whatever this jaxlib calls its type.
+typedef decltype(XLA_FFI_CallFrame::ctx) Context;
 
 // One launch: [entry, patch count, bounds words..., argument words..., (offset, buffer,
 // byte delta) per patch]. Every launch of a step has the same bound and argument sizes.
@@ -92,7 +102,7 @@ bool has_thread_pool(const XLA_FFI_Api* api) {
          api->XLA_FFI_ThreadPool_NumThreads != nullptr;
 }
 
-int64_t pool_threads(const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* context) {
+int64_t pool_threads(const XLA_FFI_Api* api, Context context) {
   int64_t threads = 0;
   XLA_FFI_ThreadPool_NumThreads_Args args;
   memset(&args, 0, sizeof(args));
@@ -114,7 +124,7 @@ int64_t pool_threads(const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* context) 
 // Runs one LAUNCHES step; returns a message on failure, or nullptr.
 const char* run_launches(const int64_t* program, const int64_t* step, char* const* bases,
                          int64_t buffers, const XLA_FFI_Api* api,
-                         XLA_FFI_ExecutionContext* context) {
+                         Context context) {
   int64_t count = step[2], parallel = step[3], bound_words = step[4], arg_words = step[5];
   const int64_t* offsets = step + 6;
   if (bound_words > MAX_BOUND_WORDS || arg_words > MAX_ARG_WORDS)
@@ -228,7 +238,7 @@ void xform_native_set_token(int64_t token) { process_token = token; }
 // Runs `program` on `bases` (inputs, outputs, then the scratch buffers it allocates).
 // `api` and `context` may be null: then everything runs on the calling thread.
 const char* xform_native_run(const int64_t* program, char** bases, int64_t given,
-                             const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* context) {
+                             const XLA_FFI_Api* api, Context context) {
   if (program[H_MAGIC] != MAGIC) return "xform native: not a program of this format";
   int64_t inputs = program[H_INPUTS], outputs = program[H_OUTPUTS];
   int64_t scratch = program[H_SCRATCH], steps = program[H_STEPS];
@@ -287,12 +297,13 @@ const char* xform_native_run(const int64_t* program, char** bases, int64_t given
   return failure;
 }
 
-static XLA_FFI_Error* error(const XLA_FFI_Api* api, const char* message) {
+static XLA_FFI_Error* error(const XLA_FFI_Api* api, const char* message,
+                            XLA_FFI_Error_Code code = XLA_FFI_Error_Code_INTERNAL) {
   XLA_FFI_Error_Create_Args args;
   memset(&args, 0, sizeof(args));
   args.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
   args.message = message;
-  args.errc = XLA_FFI_Error_Code_INTERNAL;
+  args.errc = code;
   return api->XLA_FFI_Error_Create(&args);
 }
 
@@ -329,24 +340,39 @@ struct Call {
   char* bases[MAX_BUFFERS];
 };
 
+// XLA's first call of a handler asks for the FFI version it was built against: answers it
+// (as XLA's own C++ API does) and returns true.
+static bool answered_metadata(XLA_FFI_CallFrame* frame) {
+  const auto* extension = frame->extension_start;
+  if (extension == nullptr || extension->type != XLA_FFI_Extension_Metadata) return false;
+  XLA_FFI_Metadata* metadata =
+      reinterpret_cast<const XLA_FFI_Metadata_Extension*>(extension)->metadata;
+  metadata->api_version.major_version = XLA_FFI_API_MAJOR;
+  metadata->api_version.minor_version = XLA_FFI_API_MINOR;
+  return true;
+}
+
+// The address in the call's attribute `name`, vouched for by its attribute `token`: this
+// process's, or the address is not to be followed.
+static const char* address_attribute(XLA_FFI_CallFrame* frame, const char* name,
+                                     int64_t* address) {
+  int64_t token = 0;
+  if (!attribute(frame->attrs, name, address) || !attribute(frame->attrs, "token", &token))
+    return "xform native: the call has no address of its work";
+  if (token != process_token || process_token == 0)
+    return "xform native: this call was made in another process (a persistent "
+           "compilation cache?); set XFORM_JAX_CPU=callback (XFORM_JAX_CUDA on a GPU)";
+  return nullptr;
+}
+
 // Returns nullptr once `call` is filled (or the metadata query answered: then
 // `call->program` stays null), else an error message.
 static const char* read_call(XLA_FFI_CallFrame* frame, Call* call) {
   call->program = nullptr;
-  const XLA_FFI_Extension_Base* extension = frame->extension_start;
-  if (extension != nullptr && extension->type == XLA_FFI_Extension_Metadata) {
-    XLA_FFI_Metadata* metadata =
-        reinterpret_cast<const XLA_FFI_Metadata_Extension*>(extension)->metadata;
-    metadata->api_version.major_version = XLA_FFI_API_MAJOR;
-    metadata->api_version.minor_version = XLA_FFI_API_MINOR;
-    return nullptr;
-  }
-  int64_t address = 0, token = 0;
-  if (!attribute(frame->attrs, "program", &address) || !attribute(frame->attrs, "token", &token))
-    return "xform native: the call has no program";
-  if (token != process_token || process_token == 0)
-    return "xform native: this program was made in another process (a persistent "
-           "compilation cache?); set XFORM_JAX_CPU=callback (XFORM_JAX_CUDA on a GPU)";
+  if (answered_metadata(frame)) return nullptr;
+  int64_t address = 0;
+  const char* failure = address_attribute(frame, "program", &address);
+  if (failure != nullptr) return failure;
   const int64_t* program = reinterpret_cast<const int64_t*>(address);
   int64_t inputs = program[H_INPUTS], outputs = program[H_OUTPUTS];
   if (frame->args.size != inputs || frame->rets.size != outputs || inputs + outputs > MAX_BUFFERS)

@@ -108,11 +108,12 @@ class _Library:
         ctypes.CFUNCTYPE(None, ctypes.c_int64)(lookup("xform_native_set_token"))(self.token)
 
 
-def _compiled() -> Path:
-    """The handler's object file, compiled by Warp's clang once per source and versions."""
+def _compiled(include: str | os.PathLike | None = None) -> Path:
+    """The handler's object file, compiled by Warp's clang once per source and versions,
+    against the XLA FFI headers under `include` (by default the installed jaxlib's)."""
     from warp._src import build
 
-    include = Path(jax.ffi.include_dir())
+    include = Path(include or jax.ffi.include_dir())
     header = include / "xla" / "ffi" / "api" / "c_api.h"
     if not header.is_file():
         raise NativeUnavailable(f"jaxlib ships no XLA FFI header at {header}")
