@@ -432,20 +432,18 @@ const char* xform_native_run_cuda(const int64_t* program, char** bases, int64_t 
   return failure;
 }
 
-// The CUDA handler: the program's launches on XLA's stream.
-XLA_FFI_Error* xform_native_execute_cuda(XLA_FFI_CallFrame* frame) {
+// XLA's stream for this call, and the ordinal of its device (-1 where this jaxlib's API
+// cannot say).
+static XLA_FFI_Error* cuda_stream(XLA_FFI_CallFrame* frame, void** stream, int64_t* device) {
   const XLA_FFI_Api* api = frame->api;
-  Call call;
-  const char* failure = read_call(frame, &call);
-  if (failure != nullptr) return error(api, failure);
-  if (call.program == nullptr) return nullptr;
   XLA_FFI_Stream_Get_Args get;
   memset(&get, 0, sizeof(get));
   get.struct_size = XLA_FFI_Stream_Get_Args_STRUCT_SIZE;
   get.ctx = frame->ctx;
   XLA_FFI_Error* failed = api->XLA_FFI_Stream_Get(&get);
   if (failed != nullptr) return failed;
-  // The program's kernels and context are the recording device's (cuda:0).
+  *stream = get.stream;
+  *device = -1;
   XLA_FFI_DeviceOrdinal_Get_Args ordinal;
   memset(&ordinal, 0, sizeof(ordinal));
   ordinal.struct_size = XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE;
@@ -453,13 +451,101 @@ XLA_FFI_Error* xform_native_execute_cuda(XLA_FFI_CallFrame* frame) {
   bool has_ordinal = api->struct_size >= offsetof(XLA_FFI_Api, XLA_FFI_DeviceOrdinal_Get) +
                                              sizeof(void*) &&
                      api->XLA_FFI_DeviceOrdinal_Get != nullptr;
-  failed = has_ordinal ? api->XLA_FFI_DeviceOrdinal_Get(&ordinal) : nullptr;
+  if (!has_ordinal) return nullptr;
+  failed = api->XLA_FFI_DeviceOrdinal_Get(&ordinal);
+  if (failed == nullptr) *device = ordinal.device_ordinal;
+  return failed;
+}
+
+// The CUDA handler: the program's launches on XLA's stream.
+XLA_FFI_Error* xform_native_execute_cuda(XLA_FFI_CallFrame* frame) {
+  const XLA_FFI_Api* api = frame->api;
+  Call call;
+  const char* failure = read_call(frame, &call);
+  if (failure != nullptr) return error(api, failure);
+  if (call.program == nullptr) return nullptr;
+  void* stream = nullptr;
+  int64_t device = -1;
+  XLA_FFI_Error* failed = cuda_stream(frame, &stream, &device);
   if (failed != nullptr) return failed;
-  if (has_ordinal && ordinal.device_ordinal != 0)
+  // The program's kernels and context are the recording device's (cuda:0).
+  if (device > 0)
     return error(api, "xform native: CUDA programs run on device 0 only; set "
                       "XFORM_JAX_CUDA=callback");
-  failure = xform_native_run_cuda(call.program, call.bases, call.buffers, get.stream);
+  failure = xform_native_run_cuda(call.program, call.bases, call.buffers, stream);
   return failure == nullptr ? nullptr : error(api, failure);
+}
+
+// --- the Python callback, behind a guard ---------------------------------------------------
+// Where no program runs a product (none can be recorded, or none is wanted), a Python
+// function does. Called by XLA straight through ctypes, it could not catch an exception
+// raised at its own first instruction, which is where a Ctrl-C that arrived while XLA ran
+// on the main thread lands (jaxlib 0.11 on): ctypes then reports it as "ignored" and hands
+// XLA whatever its return register held, success or a wild pointer, over outputs never
+// written. So XLA calls these handlers, which call the Python function (attribute
+// `callback`) with an outcome that only its last step sets: whatever escapes it leaves the
+// outcome unset, and the call fails with CANCELLED. Nothing partial is ever returned.
+
+// One XLA buffer, as the Python function reads it.
+struct PythonBuffer {
+  void* data;
+  int64_t dtype;  // an XLA_FFI_DataType
+  int64_t rank;
+  const int64_t* dims;
+};
+
+// Sets outcome[0] last: 1 once done, 2 on an error (outcome[1] its XLA_FFI_Error_Code,
+// `message` its text). `device` is the CUDA device's ordinal, or -1 on CPU.
+typedef void (*PythonFunction)(const PythonBuffer* buffers, int64_t inputs, int64_t outputs,
+                               void* stream, int64_t device, char* message, int64_t capacity,
+                               int64_t* outcome);
+
+const int64_t MESSAGE_BYTES = 2048;
+
+static XLA_FFI_Error* call_python(XLA_FFI_CallFrame* frame, void* stream, int64_t device) {
+  const XLA_FFI_Api* api = frame->api;
+  int64_t address = 0;
+  const char* failure = address_attribute(frame, "callback", &address);
+  if (failure != nullptr) return error(api, failure);
+  int64_t inputs = frame->args.size, outputs = frame->rets.size;
+  if (inputs + outputs > MAX_BUFFERS) return error(api, "xform: too many buffers");
+  PythonBuffer buffers[MAX_BUFFERS];
+  for (int64_t k = 0; k < inputs + outputs; ++k) {
+    const XLA_FFI_Buffer* buffer = static_cast<const XLA_FFI_Buffer*>(
+        k < inputs ? frame->args.args[k] : frame->rets.rets[k - inputs]);
+    buffers[k].data = buffer->data;
+    buffers[k].dtype = buffer->dtype;
+    buffers[k].rank = buffer->rank;
+    buffers[k].dims = buffer->dims;
+  }
+  char message[MESSAGE_BYTES];
+  message[0] = 0;
+  int64_t outcome[2] = {0, 0};
+  reinterpret_cast<PythonFunction>(address)(buffers, inputs, outputs, stream, device, message,
+                                            MESSAGE_BYTES, outcome);
+  if (outcome[0] == 1) return nullptr;
+  if (outcome[0] == 2) {
+    message[MESSAGE_BYTES - 1] = 0;
+    return error(api, message, static_cast<XLA_FFI_Error_Code>(outcome[1]));
+  }
+  return error(api,
+               "xform: the Python FFI callback did not finish: an exception escaped it (a "
+               "KeyboardInterrupt at its first instruction, say), so the call has no result",
+               XLA_FFI_Error_Code_CANCELLED);
+}
+
+XLA_FFI_Error* xform_python_execute(XLA_FFI_CallFrame* frame) {
+  if (answered_metadata(frame)) return nullptr;
+  return call_python(frame, nullptr, -1);
+}
+
+XLA_FFI_Error* xform_python_execute_cuda(XLA_FFI_CallFrame* frame) {
+  if (answered_metadata(frame)) return nullptr;
+  void* stream = nullptr;
+  int64_t device = -1;
+  XLA_FFI_Error* failed = cuda_stream(frame, &stream, &device);
+  if (failed != nullptr) return failed;
+  return call_python(frame, stream, device < 0 ? 0 : device);  // an old jaxlib: device 0
 }
 
 }  // extern "C"

@@ -24,9 +24,15 @@ unless `XFORM_JAX_CUDA=native`, which self-tests it against the Python path on d
 first (programs are recorded for cuda:0; other devices get an XLA error naming the
 switch).
 
+Where no program runs a product, a Python function does, called through the same
+library's guard (`xform_python`, `xform_python_cuda`): XLA calls C, which calls Python and
+turns whatever escapes it (a Ctrl-C at its first instruction included) into an XLA error.
+Only where the library cannot be had at all do the ops run through `warp.jax_callable`.
+
 `XFORM_JAX_CPU=native` or `=callback` forces either path (`native` raises where the
-handler cannot be had). `XFORM_JAX_NATIVE_SELF_TEST=fail` makes the self-test fail, to
-test the fallback; `XFORM_NATIVE_CACHE` names another directory for the object file.
+handler cannot be had); `=warp` (also `XFORM_JAX_CUDA=warp`) forces `warp.jax_callable`,
+the fallback. `XFORM_JAX_NATIVE_SELF_TEST=fail` makes the self-test fail, to test the
+fallback; `XFORM_NATIVE_CACHE` names another directory for the object file.
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ from xform._runner import run_product
 
 TARGET = "xform_native"
 TARGET_CUDA = "xform_native_cuda"
+# The Python callback behind the library's guard, per platform.
+TARGET_PYTHON = {"cpu": "xform_python", "CUDA": "xform_python_cuda"}
 TESTED_WARP = _program.TESTED_WARP
 SOURCE = Path(__file__).with_name("jax_native.cpp")
 # Warp's clang ships no C headers: the two that XLA's c_api.h includes.
@@ -71,11 +79,14 @@ class NativeUnavailable(RuntimeError):
     """The native handler cannot be used here; the message says why."""
 
 
+PATHS = ("native", "callback", "warp")
+
+
 def mode(variable: str = "XFORM_JAX_CPU", default: str = "auto") -> str:
-    """'native', 'callback' or 'auto', from XFORM_JAX_CPU (or XFORM_JAX_CUDA)."""
+    """'native', 'callback', 'warp' or 'auto', from XFORM_JAX_CPU (or XFORM_JAX_CUDA)."""
     value = os.environ.get(variable, default).strip().lower() or default
-    if value not in ("native", "callback", "auto"):
-        raise ValueError(f"{variable}={value!r}: expected 'native', 'callback' or 'auto'")
+    if value not in (*PATHS, "auto"):
+        raise ValueError(f"{variable}={value!r}: expected 'native', 'callback', 'warp' or 'auto'")
     return value
 
 
@@ -97,6 +108,8 @@ class _Library:
 
         self.execute = lookup("xform_native_execute")
         self.execute_cuda = lookup("xform_native_execute_cuda")
+        self.python = {"cpu": lookup("xform_python_execute"),
+                       "CUDA": lookup("xform_python_execute_cuda")}  # fmt: skip
         self.run_cuda = ctypes.CFUNCTYPE(
             ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p
         )(lookup("xform_native_run_cuda"))
@@ -162,12 +175,12 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 @contextlib.contextmanager
 def forced(path: str):
-    """Trace xform's ops with the CPU path `path` ("native" or "callback") inside the
-    block, whatever XFORM_JAX_CPU says: for comparing the two in one process. It holds in
-    this thread (and task) only. A function already traced keeps its path (JAX caches
-    it); trace a new one."""
-    if path not in ("native", "callback"):
-        raise ValueError(f"path {path!r}: expected 'native' or 'callback'")
+    """Trace xform's ops with the path `path` ("native", "callback" or "warp") inside the
+    block, whatever XFORM_JAX_CPU (or XFORM_JAX_CUDA) says: for comparing them in one
+    process. It holds in this thread (and task) only. A function already traced keeps its
+    path (JAX caches it); trace a new one."""
+    if path not in PATHS:
+        raise ValueError(f"path {path!r}: expected 'native', 'callback' or 'warp'")
     token = _forced.set(path)
     try:
         yield
@@ -181,7 +194,7 @@ def library() -> _Library | None:
     (with one warning; where XFORM_JAX_CPU=native or `forced("native")` asks for it,
     `NativeUnavailable` instead)."""
     wanted = _forced.get() or mode()
-    if wanted == "callback":
+    if wanted in ("callback", "warp"):
         return None
     if "library" not in _state:
         with _lock:
@@ -210,9 +223,22 @@ def _check_warp_version() -> None:
         )
 
 
+def _loaded() -> _Library:
+    """The compiled handler, loaded once (no version gate, no self-test: its Python
+    callback's guard relies on no Warp internals); raises where it cannot be had."""
+    if "loaded" not in _state:
+        try:
+            _state["loaded"], _state["load_error"] = _Library(_compiled()), None
+        except Exception as exc:
+            _state["loaded"], _state["load_error"] = None, exc
+    if _state["loaded"] is None:
+        raise _state["load_error"]
+    return _state["loaded"]
+
+
 def _load() -> _Library:
     _check_warp_version()
-    library = _Library(_compiled())
+    library = _loaded()
     _self_test(library)
     jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(library.execute), platform="cpu")
     return library
@@ -308,7 +334,7 @@ def cuda_library() -> _Library | None:
         if "cuda" not in _state:
             try:
                 _check_warp_version()
-                library = _state.get("library") or _Library(_compiled())
+                library = _loaded()
                 _self_test(library, "cuda:0")
                 capsule = jax.ffi.pycapsule(library.execute_cuda)
                 jax.ffi.register_ffi_target(TARGET_CUDA, capsule, platform="CUDA")
@@ -322,6 +348,39 @@ def cuda_library() -> _Library | None:
                 library = None
             _state["cuda"] = library
     return _state["cuda"]
+
+
+# --- the Python callback's guard ---------------------------------------------------------------
+
+
+def python_target(platform: str = "cpu") -> tuple[str, int] | None:
+    """(FFI target, token) through which XLA calls a Python callback on `platform` ("cpu"
+    or "CUDA") behind the library's guard, registered at first use; None where
+    `warp.jax_callable` is to run it instead: where XFORM_JAX_CPU (XFORM_JAX_CUDA) or
+    `forced` ask for "warp", or the library cannot be had (then with one warning)."""
+    cpu = platform == "cpu"
+    wanted = _forced.get() or mode(*(() if cpu else ("XFORM_JAX_CUDA", "callback")))
+    if wanted == "warp":
+        return None
+    key = f"python_{platform}"
+    if key not in _state:
+        with _lock:
+            if key not in _state:
+                try:
+                    library = _loaded()
+                    capsule = jax.ffi.pycapsule(library.python[platform])
+                    jax.ffi.register_ffi_target(TARGET_PYTHON[platform], capsule, platform=platform)
+                    _state[key] = (TARGET_PYTHON[platform], library.token)
+                except Exception as exc:
+                    _state[key] = None
+                    warnings.warn(
+                        f"xform: its FFI handler is unavailable ({exc}); xform's ops run "
+                        "through warp.jax_callable, slower per call, and a Ctrl-C at the "
+                        "wrong moment may go unnoticed. XFORM_JAX_CPU=warp silences this.",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+    return _state[key]
 
 
 # --- the self-test ---------------------------------------------------------------------------
