@@ -330,8 +330,12 @@ def _summing_tiles(plan: LaunchPlan, parts: int) -> tuple[Tile, ...]:
 
 def _parts(operands: Operands) -> int:
     """Threads for a CPU launch: all of them from `PARALLEL_MIN_ELEMENTS` elements,
-    weighted by `Op.work`."""
-    if operands.device == "cpu" and operands.plan.size * operands.op.work >= PARALLEL_MIN_ELEMENTS:
+    weighted by `Op.work` (one on the GPU's route)."""
+    if (
+        operands.device == "cpu"
+        and operands.plan.size * operands.op.work >= PARALLEL_MIN_ELEMENTS
+        and not _on_gpu_route()
+    ):
         return THREADS
     return 1
 
@@ -408,6 +412,28 @@ def _recorder():
     return getattr(_local, "recorder", None)
 
 
+_gpu_route = [False]
+
+
+@contextlib.contextmanager
+def gpu_route():
+    """Inside the block, CPU launches run as CUDA launches do, for tests on a machine
+    with no GPU (in every thread: XLA's run JAX's calls): each one whole (no split over
+    threads, no per-thread partial sums), through Warp's own launch call, and a VJP that
+    adds into a broadcast operand's gradient with the GPU's strided runs (`_run_shape`),
+    its adds then Warp's CPU atomics. Not for concurrent use."""
+    previous = _gpu_route[0]
+    _gpu_route[0] = True
+    try:
+        yield
+    finally:
+        _gpu_route[0] = previous
+
+
+def _on_gpu_route() -> bool:
+    return _gpu_route[0]
+
+
 class Reusable:
     """A recorded Warp launch whose array parameters are rewritten in place on every call.
 
@@ -424,6 +450,7 @@ class Reusable:
         self.args = None
         if (
             launch.device.is_cpu
+            and not _on_gpu_route()
             and not launch.adjoint
             and launch.block_dim <= 1
             and getattr(launch.hooks, "forward", None)
@@ -480,7 +507,7 @@ def _recorded(op: Op, kind: str, scalar: type, device: str, tile: Tile) -> Reusa
     if cache is None:
         cache = _local.launches = collections.OrderedDict()
     key = (op, kind, scalar, device, tile.grid, tile.strides, tile.count, tile.dense,
-           tile.reduce, tile.first_chunk, tile.chunks)  # fmt: skip
+           tile.reduce, tile.first_chunk, tile.chunks, _on_gpu_route())  # fmt: skip
     launch = cache.get(key)
     if launch is not None:
         cache.move_to_end(key)
@@ -500,7 +527,7 @@ def _run_shape(op: Op, kind: str, device: str, tile: Tile) -> tuple[int, int]:
     registers before one add per run and element, and everything else one index."""
     if not op.loops_over_runs(kind):
         return 1, 1
-    if device == "cpu":
+    if device == "cpu" and not _on_gpu_route():
         return CPU_RUN, 1
     shared = sum(1 << k for k in op.scattered(kind)) & ~tile.dense
     if shared:
@@ -769,7 +796,7 @@ def _remember(operands: Operands, kind: str, key: Hashable, params, made) -> Non
     repeat = Repeat(
         launch, operands.scalar, operands.device, slots[:inputs], slots[inputs:], tuple(made)
     )
-    repeats[op, kind, key] = repeat
+    repeats[op, kind, key, _on_gpu_route()] = repeat
 
 
 def repeat(
@@ -787,7 +814,7 @@ def repeat(
     that product returns, or None where no such call left a launch to repeat (the caller
     then takes the checked path, with the key)."""
     repeats = getattr(_local, "repeats", None)
-    remembered = repeats.get((op, kind, key)) if repeats else None
+    remembered = repeats.get((op, kind, key, _on_gpu_route())) if repeats else None
     if remembered is None or _recorder() is not None:
         return None
     scalar, device, launch = remembered.scalar, remembered.device, remembered.launch
