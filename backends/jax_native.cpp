@@ -190,8 +190,8 @@ void sum_parts(Scalar* total, const Scalar* parts, int64_t tiles, int64_t stride
 }
 
 // --- CUDA: the same programs, launched on XLA's stream ------------------------------------
-// (Written for a GPU and not yet run on one: `jax_native.py` keeps warp.jax_callable as
-// the CUDA path unless XFORM_JAX_CUDA=native.)
+// (Written for a GPU and not yet run on one: `jax_native.py` keeps the Python function
+// behind the guard below as the CUDA path unless XFORM_JAX_CUDA=native.)
 
 // Warp's wp_cuda_launch_kernel: nonzero on failure.
 typedef size_t (*CudaLaunch)(void* context, void* kernel, size_t size, int max_blocks,

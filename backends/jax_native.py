@@ -19,9 +19,9 @@ It leans on Warp internals, so it is used only where it is known to work:
 
 On CUDA the same programs launch the kernels' CUfunctions on XLA's stream, with no Python
 per call (not yet declared safe for XLA's command buffers: XLA runs it between them). That
-path is written but has not yet run on a GPU: `warp.jax_callable` stays the CUDA path
-unless `XFORM_JAX_CUDA=native`, which self-tests it against the Python path on device 0
-first (programs are recorded for cuda:0; other devices get an XLA error naming the
+path is written but has not yet run on a GPU: the Python function behind the guard (below)
+stays the CUDA path unless `XFORM_JAX_CUDA=native`, which self-tests it against the
+Python path on device 0 first (programs are recorded for cuda:0; other devices get an XLA error naming the
 switch).
 
 Where no program runs a product, a Python function does, called through the same
