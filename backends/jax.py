@@ -60,8 +60,8 @@ __all__ = [*OPS, *FAMILY_FUNCTIONS, "random_quaternion"]
 @functools.cache
 def _callback(op: Op, product: str, prefix: int, needed: tuple[bool, ...], scalars: tuple):
     """The function a `warp.jax_callable` runs: Warp arrays in (views of XLA's buffers,
-    inputs then outputs). Warp has no 0-d arrays: those that `scalars` flags (k-th bit
-    per array) arrive as one element and are read as 0-d."""
+    inputs then outputs). Warp has no 0-d arrays: the inputs that `scalars` flags (one
+    flag per input) arrive as one element and are read as 0-d."""
     run = run_product(op, product, prefix, needed)
     count = _result_count(op, product, needed)
 
