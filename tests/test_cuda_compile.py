@@ -9,11 +9,12 @@ To PTX (ptxas, which turns it into machine code, doubles the time and catches no
 of ours), into Warp's kernel cache, where a module whose source is unchanged is not
 compiled again: about 1.1 s of CPU per module on a cold cache, 996 modules (some 9
 minutes on 2 cores, once per machine and per change to code every kernel shares, such
-as `_indexing.py`), seconds on a warm one. `python tests/test_cuda_compile.py` runs it
-alone, on every core, and prints the time.
+as `_indexing.py`), about a minute on a warm one (hashing each module's source). `python
+tests/test_cuda_compile.py` runs it all in one process, on every core, and prints the time.
 """
 
 import os
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -72,17 +73,18 @@ def compile_all(ops, threads: int | None = None) -> list[str]:
         return [e for e in pool.map(lambda m: compile_for_cuda(*m), modules) if e is not None]
 
 
-@pytest.mark.parametrize("name", [*sorted(xform.OPS), "panda"])
-def test_every_kernel_compiles_for_sm90_through_nvrtc(name):
-    """One op's kernels (or the Panda's) per test, so that pytest-xdist spreads them."""
-    if name == "panda":
-        ops = panda_ops()
-        if not ops:
-            pytest.skip("example-robot-data is not installed")
-    else:
-        ops = [xform.OPS[name]]
-    failures = compile_all(ops, threads=1)
-    assert not failures, "\n".join(failures)
+PARTS = 4
+
+
+@pytest.mark.parametrize("part", range(PARTS))
+def test_every_kernel_compiles_for_sm90_through_nvrtc(part):
+    """A quarter of the ops (and the Panda) per test, each in a child process: pytest-xdist
+    spreads them, and the compiler's memory (and any crash of it) goes with the child."""
+    done = subprocess.run(
+        [sys.executable, __file__, str(part), str(PARTS)],
+        capture_output=True, text=True, timeout=3600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
 
 
 # Compiles for the CPU, not for the GPU: what the test of the check plants.
@@ -113,13 +115,21 @@ def test_a_kernel_that_does_not_compile_for_cuda_is_reported():
     assert failure is not None and failure.startswith("cuda_compile_probe forward float32")
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(__file__))
+def main(argv) -> int:
+    """Compile part `argv[0]` of `argv[1]` (by default all) of the ops' kernels."""
+    part, parts = (int(argv[0]), int(argv[1])) if argv else (0, 1)
     wp.config.quiet = True
     start = time.perf_counter()
-    ops = [*xform.OPS.values(), *panda_ops()]
-    errors = compile_all(ops)
+    ops = []
+    for name in [*sorted(xform.OPS), "panda"][part::parts]:
+        ops += panda_ops() if name == "panda" else [xform.OPS[name]]
+    errors = compile_all(ops, threads=1 if parts > 1 else None)
     modules = len(kernel_modules(ops))
     print(f"{modules} modules for sm_{ARCH} in {time.perf_counter() - start:.1f} s")
     print("\n".join(errors) or "all compiled")
-    sys.exit(1 if errors else 0)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.exit(main(sys.argv[1:]))
