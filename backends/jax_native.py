@@ -2,7 +2,7 @@
 
 Under `jax.jit` on CPU each product of an op runs as one FFI call of the target
 `xform_native`, whose attribute `program` is the product's launches recorded once per
-launch plan at trace time (`xform/_launch/program.py`). Per call the C handler patches XLA's
+launch plan at trace time (`xform/_program.py`). Per call the C handler patches XLA's
 buffers into the recorded Warp launches and calls the kernels' compiled entry points,
 spreading the Python path's thread tiles over XLA's CPU thread pool: no Python runs.
 
@@ -19,14 +19,20 @@ It leans on Warp internals, so it is used only where it is known to work:
 
 On CUDA the same programs launch the kernels' CUfunctions on XLA's stream, with no Python
 per call (not yet declared safe for XLA's command buffers: XLA runs it between them). That
-path is written but has not yet run on a GPU: `warp.jax_callable` stays the CUDA path
-unless `XFORM_JAX_CUDA=native`, which self-tests it against the Python path on device 0
-first (programs are recorded for cuda:0; other devices get an XLA error naming the
-switch).
+path is written but has not yet run on a GPU: the Python function behind the guard (below)
+stays the CUDA path unless `XFORM_JAX_CUDA=native`, which self-tests it against the
+Python path on device 0 first (programs are recorded for cuda:0; other devices get an
+XLA error naming the switch).
+
+Where no program runs a product, a Python function does, called through the same
+library's guard (`xform_python`, `xform_python_cuda`): XLA calls C, which calls Python and
+turns whatever escapes it (a Ctrl-C at its first instruction included) into an XLA error.
+Only where the library cannot be had at all do the ops run through `warp.jax_callable`.
 
 `XFORM_JAX_CPU=native` or `=callback` forces either path (`native` raises where the
-handler cannot be had). `XFORM_JAX_NATIVE_SELF_TEST=fail` makes the self-test fail, to
-test the fallback; `XFORM_NATIVE_CACHE` names another directory for the object file.
+handler cannot be had); `=warp` (also `XFORM_JAX_CUDA=warp`) forces `warp.jax_callable`,
+the fallback. `XFORM_JAX_NATIVE_SELF_TEST=fail` makes the self-test fail, to test the
+fallback; `XFORM_NATIVE_CACHE` names another directory for the object file.
 """
 
 from __future__ import annotations
@@ -57,6 +63,8 @@ from xform._op import Product
 
 TARGET = "xform_native"
 TARGET_CUDA = "xform_native_cuda"
+# The Python callback behind the library's guard, per platform.
+TARGET_PYTHON = {"cpu": "xform_python", "CUDA": "xform_python_cuda"}
 TESTED_WARP = warp_abi.TESTED_WARP
 SOURCE = Path(__file__).with_name("jax_native.cpp")
 # Warp's clang ships no C headers: the two that XLA's c_api.h includes.
@@ -74,11 +82,14 @@ class NativeUnavailable(RuntimeError):
     """The native handler cannot be used here; the message says why."""
 
 
+PATHS = ("native", "callback", "warp")
+
+
 def mode(variable: str = "XFORM_JAX_CPU", default: str = "auto") -> str:
-    """'native', 'callback' or 'auto', from XFORM_JAX_CPU (or XFORM_JAX_CUDA)."""
+    """'native', 'callback', 'warp' or 'auto', from XFORM_JAX_CPU (or XFORM_JAX_CUDA)."""
     value = os.environ.get(variable, default).strip().lower() or default
-    if value not in ("native", "callback", "auto"):
-        raise ValueError(f"{variable}={value!r}: expected 'native', 'callback' or 'auto'")
+    if value not in (*PATHS, "auto"):
+        raise ValueError(f"{variable}={value!r}: expected 'native', 'callback', 'warp' or 'auto'")
     return value
 
 
@@ -100,6 +111,8 @@ class _Library:
 
         self.execute = lookup("xform_native_execute")
         self.execute_cuda = lookup("xform_native_execute_cuda")
+        self.python = {"cpu": lookup("xform_python_execute"),
+                       "CUDA": lookup("xform_python_execute_cuda")}  # fmt: skip
         self.run_cuda = ctypes.CFUNCTYPE(
             ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p
         )(lookup("xform_native_run_cuda"))
@@ -111,11 +124,12 @@ class _Library:
         ctypes.CFUNCTYPE(None, ctypes.c_int64)(lookup("xform_native_set_token"))(self.token)
 
 
-def _compiled() -> Path:
-    """The handler's object file, compiled by Warp's clang once per source and versions."""
+def _compiled(include: str | os.PathLike | None = None) -> Path:
+    """The handler's object file, compiled by Warp's clang once per source and versions,
+    against the XLA FFI headers under `include` (by default the installed jaxlib's)."""
     from warp._src import build
 
-    include = Path(jax.ffi.include_dir())
+    include = Path(include or jax.ffi.include_dir())
     header = include / "xla" / "ffi" / "api" / "c_api.h"
     if not header.is_file():
         raise NativeUnavailable(f"jaxlib ships no XLA FFI header at {header}")
@@ -164,12 +178,12 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 @contextlib.contextmanager
 def forced(path: str):
-    """Trace xform's ops with the CPU path `path` ("native" or "callback") inside the
-    block, whatever XFORM_JAX_CPU says: for comparing the two in one process. It holds in
-    this thread (and task) only. A function already traced keeps its path (JAX caches
-    it); trace a new one."""
-    if path not in ("native", "callback"):
-        raise ValueError(f"path {path!r}: expected 'native' or 'callback'")
+    """Trace xform's ops with the path `path` ("native", "callback" or "warp") inside the
+    block, whatever XFORM_JAX_CPU (or XFORM_JAX_CUDA) says: for comparing them in one
+    process. It holds in this thread (and task) only. A function already traced keeps its
+    path (JAX caches it); trace a new one."""
+    if path not in PATHS:
+        raise ValueError(f"path {path!r}: expected 'native', 'callback' or 'warp'")
     token = _forced.set(path)
     try:
         yield
@@ -183,7 +197,7 @@ def library() -> _Library | None:
     (with one warning; where XFORM_JAX_CPU=native or `forced("native")` asks for it,
     `NativeUnavailable` instead)."""
     wanted = _forced.get() or mode()
-    if wanted == "callback":
+    if wanted in ("callback", "warp"):
         return None
     if "library" not in _state:
         with _lock:
@@ -212,9 +226,22 @@ def _check_warp_version() -> None:
         )
 
 
+def _loaded() -> _Library:
+    """The compiled handler, loaded once (no version gate, no self-test: its Python
+    callback's guard relies on no Warp internals); raises where it cannot be had."""
+    if "loaded" not in _state:
+        try:
+            _state["loaded"], _state["load_error"] = _Library(_compiled()), None
+        except Exception as exc:
+            _state["loaded"], _state["load_error"] = None, exc
+    if _state["loaded"] is None:
+        raise _state["load_error"]
+    return _state["loaded"]
+
+
 def _load() -> _Library:
     _check_warp_version()
-    library = _Library(_compiled())
+    library = _loaded()
     _self_test(library)
     jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(library.execute), platform="cpu")
     return library
@@ -318,7 +345,7 @@ def cuda_library() -> _Library | None:
         if "cuda" not in _state:
             try:
                 _check_warp_version()
-                library = _state.get("library") or _Library(_compiled())
+                library = _loaded()
                 _self_test(library, "cuda:0")
                 capsule = jax.ffi.pycapsule(library.execute_cuda)
                 jax.ffi.register_ffi_target(TARGET_CUDA, capsule, platform="CUDA")
@@ -332,6 +359,39 @@ def cuda_library() -> _Library | None:
                 library = None
             _state["cuda"] = library
     return _state["cuda"]
+
+
+# --- the Python callback's guard ---------------------------------------------------------------
+
+
+def python_target(platform: str = "cpu") -> tuple[str, int] | None:
+    """(FFI target, token) through which XLA calls a Python callback on `platform` ("cpu"
+    or "CUDA") behind the library's guard, registered at first use; None where
+    `warp.jax_callable` is to run it instead: where XFORM_JAX_CPU (XFORM_JAX_CUDA) or
+    `forced` ask for "warp", or the library cannot be had (then with one warning)."""
+    cpu = platform == "cpu"
+    wanted = _forced.get() or mode(*(() if cpu else ("XFORM_JAX_CUDA", "callback")))
+    if wanted == "warp":
+        return None
+    key = f"python_{platform}"
+    if key not in _state:
+        with _lock:
+            if key not in _state:
+                try:
+                    library = _loaded()
+                    capsule = jax.ffi.pycapsule(library.python[platform])
+                    jax.ffi.register_ffi_target(TARGET_PYTHON[platform], capsule, platform=platform)
+                    _state[key] = (TARGET_PYTHON[platform], library.token)
+                except Exception as exc:
+                    _state[key] = None
+                    warnings.warn(
+                        f"xform: its FFI handler is unavailable ({exc}); xform's ops run "
+                        "through warp.jax_callable, slower per call, and a Ctrl-C at the "
+                        "wrong moment may go unnoticed. XFORM_JAX_CPU=warp silences this.",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+    return _state[key]
 
 
 # --- the self-test ---------------------------------------------------------------------------

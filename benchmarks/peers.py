@@ -114,6 +114,31 @@ def jnp_left_jacobian(w):
     return jnp.eye(3) + a * k + b * (k @ k)
 
 
+def jnp_se3_log(t, q):
+    """[rho, omega]: omega the rotation vector of q (its w >= 0 sign), rho = V(omega)^-1 t
+    with V^-1 = I - K/2 + c K^2, K = [omega]x, c = (1 - theta sin(theta) / (2 (1 -
+    cos(theta)))) / theta^2; series where theta or |q_xyz| is small."""
+    q = q * jnp.where(q[..., :1] < 0, -1.0, 1.0)
+    w, v = q[..., 0], q[..., 1:]
+    s2 = (v * v).sum(-1)
+    small = s2 < 1e-4
+    s = jnp.sqrt(jnp.where(small, 1.0, s2))
+    scale = jnp.where(small, 2 / w * (1 - s2 / (3 * w * w)), 2 * jnp.arctan2(s, w) / s)
+    omega = scale[..., None] * v
+    theta2 = (omega * omega).sum(-1)
+    near = theta2 < 1e-2
+    safe = jnp.where(near, 1.0, theta2)
+    theta = jnp.sqrt(safe)
+    c = jnp.where(
+        near,
+        1 / 12 + theta2 / 720 + theta2 * theta2 / 30240,
+        (1 - theta * jnp.sin(theta) / (2 * (1 - jnp.cos(theta)))) / safe,
+    )
+    kt = jnp.cross(omega, t)
+    rho = t - kt / 2 + c[..., None] * jnp.cross(omega, kt)
+    return jnp.concatenate([rho, omega], -1)
+
+
 def _jaxlie_peers():
     if jaxlie is None:
         return {}
@@ -147,6 +172,7 @@ JAX = {
         "cross": lambda t, q, t2, q2: (jnp_rotate(q, t2) + t, quaternion_product(jnp, q, q2)),
     },
     "quaternion_to_matrix": {"matrix": lambda q: rotation_matrix(jnp, q)},
+    "se3_log": {"formula": jnp_se3_log},
     "matrix_to_quaternion": {"shepperd": lambda m: shepperd_quaternion(jnp, m)},
     "quaternion_multiply": {"formula": lambda a, b: quaternion_product(jnp, a, b)},
     "so3_left_jacobian": {"formula": jnp_left_jacobian},

@@ -37,7 +37,8 @@ def _numpy_allocator(fill):
 
 def _warp_allocator(fill):
     def allocate(shape, scalar, device):
-        array = fill(shape, dtype=scalar, device=device)
+        # Warp has no 0-d arrays: a 0-d result is one element of shape (1,), a batch of one.
+        array = fill(shape or (1,), dtype=scalar, device=device)
         return array, array.ptr or 0
 
     return allocate

@@ -10,6 +10,7 @@ which is cheaper.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -183,8 +184,20 @@ def checked_like(operands: Operands, what: str, x: Any | None, expected, allocat
         raise TypeError(
             f"{op.name}: {what} has dtype {b.dtype}; expected {operands.scalar.__name__}"
         )
+    if isinstance(x, wp.array) and _ones_dropped(b.shape) == _ones_dropped(expected):
+        # Warp has no 0-d arrays: where a 0-d array (or a scalar operand's batch) would
+        # have been, a Warp array has a leading 1 (as xform's own Warp results do).
+        b = dataclasses.replace(b, shape=tuple(expected))
     if b.shape != tuple(expected):
         raise ValueError(f"{op.name}: {what} has shape {b.shape}; expected {tuple(expected)}")
     if b.device != operands.device:
         raise ValueError(f"{op.name}: {what} is on {b.device}; expected {operands.device}")
     return b.materialised()
+
+
+def _ones_dropped(shape) -> tuple[int, ...]:
+    """`shape` without its leading ones."""
+    shape = tuple(shape)
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return shape

@@ -12,7 +12,7 @@ import warp as wp
 from .._op import Op, Product
 from . import codegen, indexing
 from .layout import sums
-from .tiling import Tile, chunk, chunks, run_shape
+from .tiling import Tile, chunk, chunks, launches_as_cpu, on_gpu_route, run_shape
 from .warp_abi import Reusable
 
 _local = threading.local()
@@ -81,13 +81,14 @@ def reusable(op: Op, product: Product, scalar: type, device: str, tile: Tile) ->
     # Not the tile's offsets: its array parameters carry them (one launch serves every
     # tile of a deep grid's outer loop).
     key = (op, product, scalar, device, tile.grid, tile.strides, tile.count, tile.dense,
-           tile.reduce, tile.first_chunk, tile.chunks)  # fmt: skip
+           tile.reduce, tile.first_chunk, tile.chunks, on_gpu_route())  # fmt: skip
     launch = cache.get(key)
     if launch is not None:
         cache.move_to_end(key)
         return launch
     with record_lock:
-        launch = cache[key] = Reusable(record(op, product, scalar, device, tile))
+        recorded = record(op, product, scalar, device, tile)
+        launch = cache[key] = Reusable(recorded, entry_point=launches_as_cpu(device))
     if len(cache) > LAUNCHES_PER_THREAD:
         cache.popitem(last=False)
     return launch

@@ -14,6 +14,7 @@ import warp as wp
 from .._op import Op, Product
 from . import kernels
 from .steps import Launch, Step
+from .tiling import on_gpu_route
 from .warp_abi import Reusable
 
 # Per thread, as the recorded launches are; bounded: one per distinct call signature.
@@ -60,7 +61,7 @@ def remember(op: Op, product: Product, key: Hashable, steps: list[Step], made) -
         remembered.clear()
     inputs = len(slots) - len(made)
     recorded = kernels.reusable(op, product, launch.scalar, launch.device, tile)
-    remembered[op, product, key] = Repeat(
+    remembered[op, product, key, on_gpu_route()] = Repeat(
         recorded, launch.scalar, launch.device, slots[:inputs], slots[inputs:], tuple(made)
     )
 
@@ -80,7 +81,7 @@ def repeat(
     that product returns, or None where no such call left a launch to repeat (the caller
     then takes the checked path, with the key)."""
     remembered = getattr(_local, "repeats", None)
-    entry = remembered.get((op, product, key)) if remembered else None
+    entry = remembered.get((op, product, key, on_gpu_route())) if remembered else None
     if entry is None:
         return None
     scalar, device, launch = entry.scalar, entry.device, entry.launch

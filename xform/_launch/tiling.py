@@ -4,6 +4,7 @@ groups splits each sum into chunks."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -114,10 +115,40 @@ def product_tiles(operands: Operands, product: Product, parts: int) -> tuple[Til
     return tiles(operands.plan, parts)
 
 
+_gpu_route = [False]
+
+
+@contextlib.contextmanager
+def gpu_route():
+    """Inside the block, CPU launches run as CUDA launches do, for tests on a machine
+    with no GPU (in every thread: XLA's run JAX's calls): each one whole (no split over
+    threads, no per-thread partial sums), through Warp's own launch call, and a VJP that
+    adds into a broadcast operand's gradient with the GPU's strided runs (`run_shape`),
+    its adds then Warp's CPU atomics. Not for concurrent use."""
+    previous = _gpu_route[0]
+    _gpu_route[0] = True
+    try:
+        yield
+    finally:
+        _gpu_route[0] = previous
+
+
+def on_gpu_route() -> bool:
+    return _gpu_route[0]
+
+
+def launches_as_cpu(device: str) -> bool:
+    """Whether launches on `device` take the CPU's route (not on the GPU's route)."""
+    return device == "cpu" and not _gpu_route[0]
+
+
 def parts(operands: Operands) -> int:
     """Threads for a CPU launch: all of them from `PARALLEL_MIN_ELEMENTS` elements,
-    weighted by `Op.work`."""
-    if operands.device == "cpu" and operands.plan.size * operands.op.work >= PARALLEL_MIN_ELEMENTS:
+    weighted by `Op.work` (one on the GPU's route)."""
+    if (
+        launches_as_cpu(operands.device)
+        and operands.plan.size * operands.op.work >= PARALLEL_MIN_ELEMENTS
+    ):
         return threads.THREADS
     return 1
 
@@ -155,7 +186,7 @@ def run_shape(op: Op, product: Product, device: str, tile: Tile) -> tuple[int, i
     element, and everything else one index."""
     if not loops_over_runs(op, product):
         return 1, 1
-    if device == "cpu":
+    if launches_as_cpu(device):
         return CPU_RUN, 1
     shared = sum(1 << k for k in scattered(op, product)) & ~tile.dense
     if shared:

@@ -81,14 +81,16 @@ class Reusable:
     the kernel's entry point is called with an argument struct kept from call to call, as
     `Launch.launch` would call it after rebuilding that struct field by field (~5 µs):
     the array structs are views into it. Small calls spent a third of their time on
-    these (benchmarks/NOTES.md, 27)."""
+    these (benchmarks/NOTES.md, 27). Without `entry_point`, Warp's own launch call runs
+    (as on a GPU)."""
 
-    def __init__(self, launch: wp.Launch):
+    def __init__(self, launch: wp.Launch, entry_point: bool = True):
         self.launch = launch
         self.arrays: dict[int, Any] = {}
         self.args = None
         if (
-            launch.device.is_cpu
+            entry_point
+            and launch.device.is_cpu
             and not launch.adjoint
             and launch.block_dim <= 1
             and getattr(launch.hooks, "forward", None)
