@@ -54,8 +54,10 @@ def _to_framework(array: np.ndarray, like, kind: str):
 def _retract(value, delta, free, lower, upper, kind: str):
     """`rplus(value, delta)` on free variables (normalised back onto the group, since
     rounding drifts a quaternion's norm), projected onto bounds; fixed ones as they are."""
+    from ..groups import LieGroup
+
     moved = manifold.rplus(value, delta)
-    if hasattr(moved, "normalize"):
+    if isinstance(moved, LieGroup):
         moved = moved.normalize()
     else:
         if lower is not None:
@@ -406,7 +408,9 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
         timings.other += time.perf_counter() - tick
         trial_cost, trial_h, trial_gradient, _ = linearise(trial)
         tick = time.perf_counter()
-        predicted = float(step @ (damping * scale * step - gradient))
+        # the decrease of the damped quadratic model, -g.s - s.H s / 2, which is
+        # s.(lambda D s - g) / 2 since (H + lambda D) s = -g
+        predicted = 0.5 * float(step @ (damping * scale * step - gradient))
         actual = cost - trial_cost
         finite = math.isfinite(trial_cost)
         small_change = finite and abs(actual) < settings.relative_decrease * cost
