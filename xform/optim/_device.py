@@ -196,7 +196,7 @@ class Machine:
         return x
 
     def retract(self, values, step):
-        xp, s, n = self.xp, self.structure, self.structure.size
+        xp, s = self.xp, self.structure
         padded = xp.concatenate([step, 0.0 * step[:, :1]], 1)
         moved = []
         for v, index, free, lower, upper in zip(
