@@ -133,6 +133,7 @@ class Layout:
         order = [s for s in sets if s is not eliminated] + ([eliminated] if eliminated else [])
         self.offsets, self.ranks = {}, {}
         offset = 0
+        self.reduced = 0
         for s in order:
             free = ~s.fixed
             self.ranks[s.index] = np.where(free, np.cumsum(free) - 1, -1)

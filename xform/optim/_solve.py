@@ -51,10 +51,6 @@ def solve(
         )
     if method not in METHODS:
         raise ValueError(f"xform.optim.solve: method must be one of {METHODS}, got {method!r}")
-    if not problem.variable_sets:
-        raise ValueError("xform.optim.solve: the problem has no variables")
-    if not problem.costs:
-        raise ValueError("xform.optim.solve: the problem has no costs")
     if eliminate is not None:
         if not isinstance(eliminate, Variables):
             raise TypeError(
@@ -77,6 +73,10 @@ def solve(
             f"xform.optim.solve: solver must be one of {HOST_SOLVERS + DEVICE_SOLVERS}, got "
             f"{solver!r}"
         )
+    if not problem.variable_sets:
+        raise ValueError("xform.optim.solve: the problem has no variables")
+    if not problem.costs:
+        raise ValueError("xform.optim.solve: the problem has no costs")
     settings = Settings(
         method, int(max_iterations), relative_decrease, step_norm, gradient_norm, damping,
         solver, report,
