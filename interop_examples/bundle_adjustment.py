@@ -68,7 +68,56 @@ def reprojection(pose, intrinsics, point, observation):
     return f * (1.0 + r2 * (k1 + k2 * r2)) * p - observation
 
 
-def build(bal: BalProblem, framework: str, loss: str = "none"):
+def reprojection_jacobians(pose, intrinsics, point, observation):
+    """The residual and its Jacobians in closed form (the chain rule through the camera
+    model; `jacobians="closed-form"`): in the pose's right perturbation
+    `[rho, omega]`, `dP/drho = R` and `dP/domega = -R [X]x` (P = R X + t); in the point,
+    `dP/dX = R`; then `dp/dP` of the division and `d pred/dp = f (r I + 2 (k1 + 2 k2 |p|^2)
+    p p^T)` of the distortion, and the intrinsics' `[r p, f |p|^2 p, f |p|^4 p]`."""
+    xp = _namespace(point)
+    rotation = pose.rotation().as_matrix()  # (k, 3, 3)
+    camera_point = pose @ point
+    z = camera_point[..., 2:3]
+    p = -camera_point[..., :2] / z
+    r2 = (p * p).sum(-1, keepdims=True)
+    f, k1, k2 = intrinsics[..., 0:1], intrinsics[..., 1:2], intrinsics[..., 2:3]
+    radial = 1.0 + r2 * (k1 + k2 * r2)
+    residual = f * radial * p - observation
+    zero = 0.0 * z[..., 0]
+    inverse_z = 1.0 / z[..., 0]
+    d_p = -xp.stack(  # dp/dP, (k, 2, 3)
+        [
+            xp.stack([inverse_z, zero, p[..., 0] * inverse_z], -1),
+            xp.stack([zero, inverse_z, p[..., 1] * inverse_z], -1),
+        ],
+        -2,
+    )
+    outer = p[..., :, None] * p[..., None, :]
+    eye = xp.eye(2, dtype=p.dtype)
+    d_pred = f[..., None] * (
+        radial[..., None] * eye + 2.0 * (k1 + 2.0 * k2 * r2)[..., None] * outer
+    )
+    d_point = d_pred @ d_p @ rotation  # (k, 2, 3)
+    x, y, w = point[..., 0], point[..., 1], point[..., 2]
+    hat = xp.stack(
+        [xp.stack([zero, -w, y], -1), xp.stack([w, zero, -x], -1), xp.stack([-y, x, zero], -1)], -2
+    )
+    d_pose = xp.concatenate([d_point, -(d_point @ hat)], -1)  # (k, 2, 6)
+    d_intrinsics = xp.stack([radial * p, f * r2 * p, f * r2 * r2 * p], -1)  # (k, 2, 3)
+    return residual, [d_pose, d_intrinsics, d_point]
+
+
+def _namespace(array):
+    if hasattr(array, "detach"):
+        import torch
+
+        return torch
+    import jax.numpy as jnp
+
+    return jnp
+
+
+def build(bal: BalProblem, framework: str, loss: str = "none", jacobians: str = "closed-form"):
     array, group = framework_arrays(framework)
     rotations = SO3.exp(bal.cameras[:, :3])
     poses = SE3.from_rotation_and_translation(rotations, bal.cameras[:, 3:6])
@@ -83,6 +132,7 @@ def build(bal: BalProblem, framework: str, loss: str = "none"):
         points[bal.point_index],
         data=array(bal.observations),
         loss=optim.Huber(1.0) if loss == "huber" else None,
+        jacobian_fn=reprojection_jacobians if jacobians == "closed-form" else None,
         name="reprojection",
     )
     return problem, (cameras, intrinsics, points)
@@ -124,10 +174,11 @@ def run(
     out=None,
     report=print,
     damping: float = 1e-4,
+    jacobians: str = "closed-form",
 ):
     """Read, build, solve, score; write if asked. Returns (bal, solved bal, result, seconds)."""
     bal = read_bal(path)
-    problem, variables = build(bal, framework, loss)
+    problem, variables = build(bal, framework, loss, jacobians)
     start = time.perf_counter()
     result = optim.solve(
         problem,
@@ -210,11 +261,24 @@ def main(argv=None) -> int:
     parser.add_argument("--iterations", type=int, help="at most this many LM iterations")
     parser.add_argument("--loss", choices=["none", "huber"], default="none")
     parser.add_argument("--out", type=Path, help="write the optimised problem here (BAL)")
+    parser.add_argument(
+        "--jacobians",
+        choices=["closed-form", "forward-mode"],
+        default="closed-form",
+        help="the camera model's Jacobians: written out, or xform.optim's forward mode",
+    )
     args = parser.parse_args(argv)
     if args.iterations is not None and args.iterations < 0:
         parser.error(f"--iterations must be >= 0, got {args.iterations}")
     try:
-        run(args.file, args.framework, args.iterations, args.loss, args.out)
+        run(
+            args.file,
+            args.framework,
+            args.iterations,
+            args.loss,
+            args.out,
+            jacobians=args.jacobians,
+        )
     except (ValueError, RuntimeError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
