@@ -10,7 +10,13 @@ import pytest
 
 from xform import SE2, SE3, SO2, SO3, optim
 from xform.groups import GROUPS
-from xform.optim._sparse import Pattern, available_solvers, lower_slots, make_solver
+from xform.optim._sparse import (
+    Pattern,
+    available_solvers,
+    cost_pattern,
+    lower_slots,
+    make_solver,
+)
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
@@ -325,6 +331,24 @@ def test_sparse_pattern_and_solvers(rng):
                 if ra >= 0 and cb >= 0:
                     dense[ra, cb] += blocks[e, a, b]
     np.testing.assert_allclose(pattern.dense(values), dense, atol=1e-10)
+    # worked out per block (the solver's way): the same matrix, a variable read twice by
+    # one instance included
+    variables[:3, 1] = variables[:3, 0]
+    starts = np.where(variables >= 0, variables * d, -1)
+    columns = np.where(starts[:, :, None] >= 0, starts[:, :, None] + np.arange(d), -1).reshape(
+        k, -1
+    )
+    blocks = np.swapaxes(jac, 1, 2) @ jac
+    by_blocks, (slots,) = cost_pattern(n * d, [(starts, [d, d])])
+    dense = np.zeros((n * d, n * d))
+    for e in range(k):
+        for a, ra in enumerate(columns[e]):
+            for b, cb in enumerate(columns[e]):
+                if ra >= 0 and cb >= 0:
+                    dense[ra, cb] += blocks[e, a, b]
+    np.testing.assert_allclose(
+        by_blocks.dense(by_blocks.assemble(slots, blocks)), dense, atol=1e-10
+    )
     values[pattern.diagonal] += 1.0
     rhs = rng.normal(size=n * d)
     for name in available_solvers():

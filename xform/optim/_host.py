@@ -24,7 +24,7 @@ from .. import manifold
 from ._linearise import lineariser, plan
 from ._problem import Problem, Variables, numpy_of
 from ._result import Result, Timings
-from ._sparse import Pattern, lower_slots, make_solver
+from ._sparse import Pattern, cost_pattern, make_solver
 
 
 @dataclass
@@ -262,7 +262,7 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
     layout = Layout(sets, eliminate)
     free = [~s.fixed for s in sets]
     plans = tuple(plan(c, free) for c in problem.costs)
-    columns, slots, gradient_slots = [], [], []
+    columns, blocks, gradient_slots = [], [], []
     for cost, p in zip(problem.costs, plans):
         cols = [
             layout.columns(sel.variables, idx)
@@ -272,17 +272,12 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
         columns.append(
             np.concatenate(cols, axis=1) if cols else np.zeros((cost.count, 0), np.int64)
         )
-    all_pairs_rows = [np.broadcast_to(c[:, :, None], (*c.shape, c.shape[1])) for c in columns]
-    all_pairs_cols = [np.broadcast_to(c[:, None, :], (*c.shape, c.shape[1])) for c in columns]
-    pattern = Pattern(
-        layout.size,
-        np.concatenate([a.ravel() for a in all_pairs_rows]) if columns else np.zeros(0),
-        np.concatenate([a.ravel() for a in all_pairs_cols]) if columns else np.zeros(0),
-    )
+        starts = np.stack([c[:, 0] for c in cols], 1) if cols else np.zeros((cost.count, 0), int)
+        blocks.append((starts, [c.shape[1] for c in cols]))
+    pattern, slots = cost_pattern(layout.size, blocks)
     for c in columns:
-        slots.append(lower_slots(pattern, c).ravel())
         gradient_slots.append(np.where(c >= 0, c, layout.size).ravel())
-    slots = np.concatenate(slots)
+    slots = np.concatenate(slots) if slots else np.zeros(0, np.int64)
     gradient_slots = np.concatenate(gradient_slots)
     if eliminate is not None and layout.size > layout.reduced:
         block = functools.reduce(

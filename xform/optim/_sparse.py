@@ -92,6 +92,61 @@ def lower_slots(pattern: Pattern, columns: np.ndarray) -> np.ndarray:
     return pattern.slots(rows, cols)
 
 
+def cost_pattern(size: int, costs: list[tuple[np.ndarray, list[int]]]):
+    """The pattern of `sum J^T J` over costs whose instances read variables (blocks of the
+    unknowns), and each cost's slots for its per-instance `J^T J` (k, D, D), raveled.
+
+    `costs`: per cost, `starts (k, S)` (each slot's first unknown, -1 where the variable is
+    fixed) and the slots' sizes (S,), the columns of J in slot order. Worked out per block,
+    not per entry: the unique block pairs make the pattern, and each instance's block
+    (slot a, slot b) finds the first row of its block in each column (rows of one block are
+    consecutive there): a block at or below the diagonal lands, the mirror above it is
+    dropped, and in a diagonal block the entries above the diagonal are."""
+    rows, cols = [], []
+    for starts, dims in costs:
+        for a, d_a in enumerate(dims):
+            for b, d_b in enumerate(dims):
+                s_a, s_b = starts[:, a], starts[:, b]
+                keep = (s_b >= 0) & (s_a >= s_b)
+                keys = np.unique(s_a[keep] * size + s_b[keep])
+                r, c = keys // size, keys % size
+                rows.append(
+                    (r[:, None, None] + np.arange(d_a)[:, None] + 0 * np.arange(d_b)).ravel()
+                )
+                cols.append(
+                    (c[:, None, None] + 0 * np.arange(d_a)[:, None] + np.arange(d_b)).ravel()
+                )
+    pattern = Pattern(
+        size,
+        np.concatenate(rows) if rows else np.zeros(0, np.int64),
+        np.concatenate(cols) if cols else np.zeros(0, np.int64),
+    )
+    all_slots = []
+    for starts, dims in costs:
+        k, total = len(starts), int(sum(dims))
+        slots = np.full((k, total, total), pattern.nnz, dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(dims)]).astype(int)
+        for a, d_a in enumerate(dims):
+            for b, d_b in enumerate(dims):
+                s_a, s_b = starts[:, a], starts[:, b]
+                keep = (s_b >= 0) & (s_a >= s_b)
+                diagonal = (s_a == s_b)[:, None, None]
+                column = np.where(keep, s_b, 0)[:, None] + np.arange(d_b)  # (k, d_b)
+                # the first row of the block stored in each column: the block's first row,
+                # or in a diagonal block the diagonal entry (nothing above it is stored)
+                first_row = np.where(diagonal[:, 0], column, np.where(keep, s_a, 0)[:, None])
+                first = np.searchsorted(pattern.keys, column * size + first_row)  # (k, d_b)
+                p_index = np.arange(d_a)[None, :, None]
+                q_index = np.arange(d_b)[None, None, :]
+                block = first[:, None, :] + p_index - np.where(diagonal, q_index, 0)
+                valid = keep[:, None, None] & ~(diagonal & (p_index < q_index))
+                slots[:, offsets[a] : offsets[a + 1], offsets[b] : offsets[b + 1]] = np.where(
+                    valid, block, pattern.nnz
+                )
+        all_slots.append(slots.ravel())
+    return pattern, all_slots
+
+
 def block_pattern(blocks: int, d: int, i: np.ndarray, j: np.ndarray):
     """The pattern of `sum_edges J^T J` for `d x d` blocks of `blocks` block-variables and
     edges (i, j) (an index < 0: a fixed block), and the slots of each edge's blocks (ii, ij,
