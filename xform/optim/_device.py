@@ -11,6 +11,7 @@ problem is frozen while the others go on. The LM rule is the CPU path's (`_host.
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 import numpy as np
@@ -99,6 +100,7 @@ class Machine:
         self.linearise_costs = lineariser(s.plans, kind, True) if kind != "jax" else None
         self.jax_plans = s.plans
         self.solver = settings.solver or ("cholesky" if s.size <= DENSE_UP_TO else "pcg")
+        self._parts_shape = [(None, None, p.columns > 0) for p in s.plans]
         self.lowers = [v.lower for v in self.sets]
         self.uppers = [v.upper for v in self.sets]
 
@@ -111,6 +113,9 @@ class Machine:
         return xp.asarray(array)
 
     def linearise(self, values, indices, data):
+        """(cost, normal, g, parts): `normal` the normal equations, `(H,)` dense, or for
+        "pcg" `(diag(H), J_1, ...)`: conjugate gradients need only products with `H`,
+        formed from the Jacobians (memory as the Jacobians', not N^2)."""
         xp, s, n = self.xp, self.structure, self.structure.size
         if self.kind == "jax":
             from ._linearise import linearise_cost
@@ -124,27 +129,57 @@ class Machine:
         like = parts[0][1]
         batch = like.shape[0]
         cost = sum(p[0] for p in parts)
-        h = xp.zeros_like_shape((batch, n * n + 1), like)
         g = xp.zeros_like_shape((batch, n + 1), like)
+        dense = self.solver != "pcg"
+        h = xp.zeros_like_shape((batch, (n * n if dense else n) + 1), like)
+        jacobians = []
         for (_, r, j), h_index, g_index in zip(parts, s.h_index, s.g_index):
             if j is None:
                 continue
-            jt = xp.swapaxes(j, -1, -2) if self.kind == "jax" else j.transpose(-1, -2)
-            hc = (jt @ j).reshape(batch, -1)
-            gc = (jt @ r[..., None]).reshape(batch, -1)
-            h = self._scatter(h, h_index, hc)
-            g = self._scatter(g, g_index, gc)
-        return cost, h[:, : n * n].reshape(batch, n, n), g[:, :n], parts
+            jt = _transpose(j, self.kind)
+            g = self._scatter(g, g_index, (jt @ r[..., None]).reshape(batch, -1))
+            if dense:
+                h = self._scatter(h, h_index, (jt @ j).reshape(batch, -1))
+            else:
+                h = self._scatter(h, g_index, (j * j).sum(-2).reshape(batch, -1))
+                jacobians.append(j)
+        if dense:
+            return cost, (h[:, : n * n].reshape(batch, n, n),), g[:, :n], parts
+        return cost, (h[:, :n], *jacobians), g[:, :n], parts
 
     def _scatter(self, target, index, values):
         if self.kind == "torch":
             return target.index_add(1, self._index(index, target), values)
         return target.at[:, index].add(values)
 
-    def solve(self, h, g, damping):
+    def _diagonal(self, normal):
+        if self.solver == "pcg":
+            return normal[0]
+        h = normal[0]
+        return self.xp.diagonal(h, 0, -2, -1) if self.kind == "jax" else h.diagonal(0, -2, -1)
+
+    def _product(self, normal, v):
+        """H v, per problem."""
+        if self.solver != "pcg":
+            return (normal[0] @ v[..., None])[..., 0]
+        xp, s, n = self.xp, self.structure, self.structure.size
+        batch = v.shape[0]
+        padded = xp.concatenate([v, 0.0 * v[:, :1]], 1)
+        out = 0.0 * padded
+        indices = [gi for (_, _, j), gi in zip(self._parts_shape, s.g_index) if j]
+        for j, g_index in zip(normal[1:], indices):
+            k, r, d = j.shape[-3:]
+            index = self._index(g_index, v)
+            vk = padded[:, index].reshape(batch, k, d)
+            jv = (j @ vk[..., None])[..., 0]
+            jtjv = (_transpose(j, self.kind) @ jv[..., None])[..., 0]
+            out = self._scatter(out, g_index, jtjv.reshape(batch, -1))
+        return out[:, :n]
+
+    def solve(self, normal, g, damping):
         """The damped step and whether it is finite, per problem."""
         xp = self.xp
-        diagonal = xp.diagonal(h, 0, -2, -1) if self.kind == "jax" else h.diagonal(0, -2, -1)
+        diagonal = self._diagonal(normal)
         largest = (
             diagonal.max(-1, keepdims=True)
             if self.kind == "jax"
@@ -152,56 +187,70 @@ class Machine:
         )
         scale = xp.maximum(diagonal, 1e-12 * xp.maximum(largest, 1e-300 + 0 * largest))
         if self.solver == "pcg":
-            step = self._pcg(h, g, damping[:, None] * scale)
+            step = self._pcg(normal, g, damping[:, None] * scale, diagonal)
         else:
-            damped = h + _diag_embed(damping[:, None] * scale, self.kind)
+            damped = normal[0] + _diag_embed(damping[:, None] * scale, self.kind)
             step = _cholesky_solve(damped, -g, self.kind)
         finite = xp.isfinite(step).all(-1)
         step = xp.where(finite[:, None], step, 0.0 * g)
         return step, finite, scale
 
-    def _pcg(self, h, g, extra, iterations: int = 500, tolerance: float = 1e-12):
-        """Conjugate gradients on (H + diag(extra)) x = -g, Jacobi-preconditioned, a fixed
-        number of steps (masked once converged), batched."""
+    def _pcg(self, normal, g, extra, diagonal, iterations: int = 500, tolerance: float = 1e-10):
+        """Conjugate gradients on (H + diag(extra)) x = -g, Jacobi-preconditioned, batched
+        (each problem stops updating once its residual is below `tolerance` of |g|); in JAX
+        a `lax.while_loop`."""
         xp = self.xp
-        a_diag = (
-            xp.diagonal(h, 0, -2, -1) + extra
-            if self.kind == "jax"
-            else h.diagonal(0, -2, -1) + extra
-        )
+        a_diag = diagonal + extra
         inverse = 1.0 / xp.where(a_diag > 0, a_diag, 1.0)
 
         def apply(v):
-            return (h @ v[..., None])[..., 0] + extra * v
+            return self._product(normal, v) + extra * v
 
-        x = 0.0 * g
-        r = -g - apply(x)
-        z = inverse * r
-        p = z
-        rz = (r * z).sum(-1)
         bound = tolerance * tolerance * (g * g).sum(-1)
-        for _ in range(min(iterations, h.shape[-1] + 1)):
+
+        def step(state):
+            x, r, p, rz = state
+            active = (r * r).sum(-1) > bound
             ap = apply(p)
             denominator = (p * ap).sum(-1)
-            alpha = xp.where(denominator > 0, rz / xp.where(denominator > 0, denominator, 1.0), 0.0)
+            ok = active & (denominator > 0)
+            alpha = xp.where(ok, rz / xp.where(ok, denominator, 1.0), 0.0)
             x = x + alpha[:, None] * p
             r = r - alpha[:, None] * ap
             z = inverse * r
             rz_next = (r * z).sum(-1)
-            beta = xp.where(rz > 0, rz_next / xp.where(rz > 0, rz, 1.0), 0.0)
-            p = z + beta[:, None] * p
-            rz = rz_next
-            if self.kind == "torch" and bool(((r * r).sum(-1) <= bound).all()):
-                break
-        return x
+            beta = xp.where(ok & (rz > 0), rz_next / xp.where(rz > 0, rz, 1.0), 0.0)
+            p = xp.where(ok[:, None], z + beta[:, None] * p, p)
+            return x, r, p, xp.where(ok, rz_next, rz)
 
-    def retract(self, values, step):
+        x = 0.0 * g
+        r = -g
+        z = inverse * r
+        state = (x, r, z, (r * z).sum(-1))
+        limit = min(iterations, g.shape[-1] + 1)
+        if self.kind == "jax":
+            import jax
+
+            def cond(carry):
+                count, (_, r, _, _) = carry
+                return (count < limit) & ((r * r).sum(-1) > bound).any()
+
+            _, state = jax.lax.while_loop(cond, lambda c: (c[0] + 1, step(c[1])), (0, state))
+            return state[0]
+        for _ in range(limit):
+            state = step(state)
+            if not bool(((state[1] * state[1]).sum(-1) > bound).any()):
+                break
+        return state[0]
+
+    def retract(self, values, step, bounds=None):
+        """`rplus` of every set by its part of the step; bounds `(lowers, uppers)` (the
+        problem's unless given: the jitted loop takes them as arguments)."""
         xp, s = self.xp, self.structure
+        lowers, uppers = bounds if bounds is not None else (self.lowers, self.uppers)
         padded = xp.concatenate([step, 0.0 * step[:, :1]], 1)
         moved = []
-        for v, index, free, lower, upper in zip(
-            values, s.step_index, s.free, self.lowers, self.uppers
-        ):
+        for v, index, free, lower, upper in zip(values, s.step_index, s.free, lowers, uppers):
             if not free.any():
                 moved.append(v)
                 continue
@@ -235,6 +284,19 @@ def _select_columns(mask: np.ndarray, a, b, kind):
     import jax.numpy as jnp
 
     return jnp.where(m, a, b)
+
+
+def _transpose(j, kind):
+    if kind == "torch":
+        return j.transpose(-1, -2)
+    import jax.numpy as jnp
+
+    return jnp.swapaxes(j, -1, -2)
+
+
+def _choose(mask, new, old, kind):
+    """Per problem (axis 0) of every array of a tuple: `new` where mask, else `old`."""
+    return tuple(_select_values(mask, a, b, kind) for a, b in zip(new, old))
 
 
 def _diag_embed(diagonal, kind):
@@ -278,7 +340,7 @@ def solve_on_device(problem: Problem, settings: Settings, eliminate) -> Result:
         raise ValueError("xform.optim.solve: every variable is fixed")
     if kind == "jax":
         run = _jax_loop(machine, settings)
-        out = run(values, indices, data)
+        out = run(values, indices, data, (machine.lowers, machine.uppers))
         values, cost, iterations, status, solves = out
         timings = Timings()
         history = []
@@ -409,7 +471,7 @@ def _torch_loop(machine: Machine, settings: Settings, values, indices, data):
         accept = accept & running
         values = [_select_values(accept, t, v, "torch") for t, v in zip(trial, values)]
         cost = torch.where(accept, trial_cost, cost)
-        h = torch.where(accept[:, None, None], trial_h, h)
+        h = _choose(accept, trial_h, h, "torch")
         g = torch.where(accept[:, None], trial_g, g)
         damping = torch.where(running, damping_new, damping)
         growth = torch.where(running, growth_new, growth)
@@ -431,10 +493,10 @@ def _jax_loop(machine: Machine, settings: Settings):
     key = (
         s.plans,
         tuple(
-            (v.group, v.count, v.tangent_dim, v.fixed.tobytes(), id(v.lower), id(v.upper))
+            (v.group, v.count, v.tangent_dim, v.fixed.tobytes(), v.lower is None, v.upper is None)
             for v in machine.sets
         ),
-        tuple(i.tobytes() for i in s.h_index),
+        hashlib.sha1(b"".join(i.tobytes() for i in s.g_index)).hexdigest(),
         (
             settings.method,
             settings.max_iterations,
@@ -459,7 +521,7 @@ def _make_jax_loop(machine: Machine, settings: Settings):
     xp = machine.xp
     max_solves = 10 * settings.max_iterations + 50
 
-    def run(values, indices, data):
+    def run(values, indices, data, bounds):
         cost, h, g, _ = machine.linearise(values, indices, data)
         batch = cost.shape[0]
         damping = jnp.full_like(cost, settings.damping if settings.method == "lm" else 0.0)
@@ -476,7 +538,7 @@ def _make_jax_loop(machine: Machine, settings: Settings):
             step, finite, scale = machine.solve(h, g, damping)
             running = status == RUNNING
             step = jnp.where(running[:, None], step, 0.0)
-            trial = machine.retract(values, step)
+            trial = machine.retract(values, step, bounds)
             trial_cost, trial_h, trial_g, _ = machine.linearise(trial, indices, data)
             accept, damping_new, growth_new, step_status = _step_rule(
                 xp, settings, cost, trial_cost, step, finite, scale, damping, growth, g, "jax"
@@ -484,7 +546,7 @@ def _make_jax_loop(machine: Machine, settings: Settings):
             accept = accept & running
             values = [_select_values(accept, t, v, "jax") for t, v in zip(trial, values)]
             cost = jnp.where(accept, trial_cost, cost)
-            h = jnp.where(accept[:, None, None], trial_h, h)
+            h = _choose(accept, trial_h, h, "jax")
             g = jnp.where(accept[:, None], trial_g, g)
             damping = jnp.where(running, damping_new, damping)
             growth = jnp.where(running, growth_new, growth)

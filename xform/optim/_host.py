@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import manifold
-from ._linearise import lineariser, plan
+from ._linearise import jax_normal_blocks, lineariser, plan
 from ._problem import Problem, Variables, numpy_of
 from ._result import Result, Timings
 from ._sparse import Pattern, cost_pattern, make_solver
@@ -293,6 +293,7 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
             return factor(values, -gradient)
 
     run = lineariser(plans, kind, False)
+    normal_blocks = jax_normal_blocks(plans) if kind == "jax" else None
     indices = [_indices_in(kind, c.instance_indices) for c in problem.costs]
     data = [c.data for c in problem.costs]
     frees = [f.copy() for f in free]
@@ -305,17 +306,27 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
 
     def linearise(values):
         tick = time.perf_counter()
-        parts = run(values, indices, data)
-        parts = [
-            (float(numpy_of(c)), numpy_of(r), None if j is None else numpy_of(j))
-            for c, r, j in parts
-        ]
+        if kind == "jax":  # the per-instance products inside the jitted function
+            blocks = [
+                (float(numpy_of(c)), numpy_of(r), j if j is None else numpy_of(j), jr)
+                for c, r, j, jr in normal_blocks(values, indices, data)
+            ]
+        else:
+            blocks = [
+                (float(numpy_of(c)), numpy_of(r), None if j is None else numpy_of(j), None)
+                for c, r, j in run(values, indices, data)
+            ]
+        parts = [b[:2] + (None,) for b in blocks]
         tock = time.perf_counter()
         timings.residuals += tock - tick
         cost = math.fsum(p[0] for p in parts)
         contributions, gradients = [], []
-        for _, r, j in parts:
+        for _, r, j, jr in blocks:
             if j is None:
+                continue
+            if jr is not None:  # J^T J and J^T r from JAX
+                contributions.append(j.ravel())
+                gradients.append(numpy_of(jr).ravel())
                 continue
             jt = np.swapaxes(j, -1, -2)
             contributions.append(np.matmul(jt, j).ravel())

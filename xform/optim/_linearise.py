@@ -258,3 +258,26 @@ def _jax_lineariser(plans, batched, jacobians):
         ]
 
     return run
+
+
+@functools.lru_cache(maxsize=64)
+def jax_normal_blocks(plans):
+    """The CPU path's JAX linearisation: per cost (cost, r, J^T J, J^T r), the per-instance
+    products inside the jitted function (XLA batches them better than NumPy's matmul of
+    small matrices); None for J's of costs without free variables."""
+    import jax
+    import jax.numpy as jnp
+
+    @jax.jit
+    def run(values, indices, data):
+        out = []
+        for p, i, d in zip(plans, indices, data):
+            cost, r, j = linearise_cost(p, values, i, d, "jax", False, True)
+            if j is None:
+                out.append((cost, r, None, None))
+                continue
+            jt = jnp.swapaxes(j, -1, -2)
+            out.append((cost, r, jt @ j, (jt @ r[..., None])[..., 0]))
+        return out
+
+    return run
