@@ -46,9 +46,10 @@ FINGER = 0.02
 POSITION_TOLERANCE = 1e-6  # m
 ROTATION_TOLERANCE = 1e-6  # rad
 ROUNDS = 12  # restarts from random configurations for the targets not yet reached
-ITERATIONS = 30  # LM iterations per round (a start that converges does in about 10)
+ITERATIONS = 40  # LM iterations per round (a start that converges does in about 10)
 FIRST_STARTS = 4  # the middle of the limits and 3 random configurations per target
-STARTS = 16  # random starts per target left, in each round after the first
+STARTS = 16  # random starts per target left, in each round after the first, at least
+BATCH = 4096  # problems in a later round's batch, when few targets are left
 
 
 def panda_urdf() -> Path | None:
@@ -215,12 +216,16 @@ def run(framework: str = "torch", count: int = 1000, seed: int = 0, report=print
     rotation = np.full(count, np.inf)
     for round_ in range(ROUNDS + 1):
         # round 0: every target from the middle of the limits and FIRST_STARTS - 1 random
-        # configurations; then STARTS random ones for each target not yet reached; each
-        # round one batch, the best start of each target kept
-        copies = FIRST_STARTS if round_ == 0 else STARTS
+        # configurations; then its best so far and STARTS - 1 random ones for each target
+        # not yet reached; each round one batch, the best start of each target kept
+        # later rounds: as many starts as keep the batch near BATCH problems, at least
+        # STARTS (few targets left: many starts each, for targets whose solutions lie in a
+        # small basin near the joint limits)
+        copies = FIRST_STARTS if round_ == 0 else max(STARTS, min(512, BATCH // len(todo)))
         starts = rng.uniform(panda.lower, panda.upper, (copies * len(todo), ARM))
-        if round_ == 0:
-            starts[: len(todo)] = middle
+        # the first start of each target: the middle of the limits, then its best so far
+        # (a start still converging, slowly near a singular configuration, goes on)
+        starts[: len(todo)] = middle if round_ == 0 else q[todo]
         goals = target[np.tile(todo, copies)]
         solved = solve(starts, goals)
         p, r = errors(panda, solved, goals)

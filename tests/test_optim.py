@@ -231,7 +231,11 @@ def test_schur_complement_matches_the_full_system(rng, framework):
     histories = []
     for eliminate in (False, True):
         problem, (c, k, p) = bundle_problem(framework, cam, pt, observed, *start)
-        result = optim.solve(problem, eliminate=p if eliminate else None, max_iterations=15)
+        # a sparse solver named: below 600 unknowns the default skips the complement (one
+        # dense Cholesky is cheaper), which this test is about
+        result = optim.solve(
+            problem, eliminate=p if eliminate else None, max_iterations=15, solver="superlu"
+        )
         histories.append(result.history)
     np.testing.assert_allclose(histories[0], histories[1], rtol=1e-7)
 
@@ -582,3 +586,40 @@ def test_so2_prior_in_numpy_with_jacobian_fn():
     )
     result = optim.solve(problem)
     np.testing.assert_allclose(result.values(x).as_angle(), [0.3, -2.0], atol=1e-12)
+
+
+# --- the workloads' acceptance on small data --------------------------------------------------
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("name", ["dubrovnik-3-7-pre.txt", "5pointExample1.txt"])
+def test_bundle_adjustment_of_gtsam_wheel_files_reaches_gtsam(framework, name):
+    """The small BAL files the gtsam wheel ships: xform's converged cost at most GTSAM's
+    (LM, CeresDefaults, to a relative decrease of 1e-14), both scored as 1/2 sum |r|^2."""
+    gtsam = pytest.importorskip("gtsam")
+    sys_path_example()
+    import bundle_adjustment
+
+    path = gtsam.findExampleDataFile(name)
+    reference = bundle_adjustment.gtsam_optimum(path)
+    _, solved, result, _ = bundle_adjustment.run(path, framework, report=None)
+    assert result.converged, result.reason
+    assert result.cost <= reference * (1 + 1e-6) + 1e-9
+    np.testing.assert_allclose(
+        bundle_adjustment.cost_of(bundle_adjustment.read_bal(path), solved.cameras, solved.points),
+        result.cost,
+        rtol=1e-9,
+        atol=1e-12,
+    )
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_inverse_kinematics_reaches_every_target(framework):
+    sys_path_example()
+    import inverse_kinematics
+
+    if inverse_kinematics.panda_urdf() is None:
+        pytest.skip("example-robot-data is not installed")
+    reached, position, rotation, _ = inverse_kinematics.run(framework, 40, seed=5, report=None)
+    assert reached.all()
+    assert position.max() <= 1e-6 and rotation.max() <= 1e-6

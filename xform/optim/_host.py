@@ -24,7 +24,7 @@ from .. import manifold
 from ._linearise import jax_normal_blocks, lineariser, plan
 from ._problem import Problem, Variables, numpy_of
 from ._result import Result, Timings
-from ._sparse import Pattern, cost_pattern, make_solver
+from ._sparse import DENSE_BELOW, Pattern, cost_pattern, make_solver
 
 
 @dataclass
@@ -279,18 +279,20 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
         gradient_slots.append(np.where(c >= 0, c, layout.size).ravel())
     slots = np.concatenate(slots) if slots else np.zeros(0, np.int64)
     gradient_slots = np.concatenate(gradient_slots)
+    factor = make_solver(pattern, settings.solver) if layout.size else None
+
+    def linear(values, gradient):
+        return factor(values, -gradient)
+
     if eliminate is not None and layout.size > layout.reduced:
         block = functools.reduce(
             math.gcd, [s.tangent_dim for s in sets if s is not eliminate], eliminate.tangent_dim
         )
-        linear = Schur(
+        schur = Schur(
             pattern, layout.reduced, eliminate.tangent_dim, block, eliminate.name, settings.solver
-        )
-    else:
-        factor = make_solver(pattern, settings.solver) if layout.size else None
-
-        def linear(values, gradient):
-            return factor(values, -gradient)
+        )  # checks that the set can be eliminated
+        if layout.size >= DENSE_BELOW or settings.solver not in (None, "dense"):
+            linear = schur  # small systems: one dense Cholesky is cheaper than the complement
 
     run = lineariser(plans, kind, False)
     normal_blocks = jax_normal_blocks(plans) if kind == "jax" else None
