@@ -73,7 +73,7 @@ def loss_of(log_weight, xp, arrays):
     return ((solution.position - truth.position) ** 2).sum()
 
 
-def learn(framework: str = "torch", steps: int = 15, report=print) -> list[float]:
+def learn(framework: str = "torch", steps: int = 8, report=print) -> list[float]:
     truth, i, j, kind, measured, start = scenario()
     losses = []
     if framework == "torch":
@@ -140,7 +140,7 @@ def self_check() -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--framework", choices=["torch", "jax"], default="torch")
-    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--steps", type=int, default=8)
     args = parser.parse_args(argv)
     learn(args.framework, args.steps)
     return 0
