@@ -400,3 +400,68 @@ def test_bad_input_names_the_group_and_the_argument(rng):
         xform.SE3.exp(np.zeros(3))
     with pytest.raises(ValueError, match="layout"):
         a.parameters("xyzw")
+
+
+# --- issue 38: defects found by fuzzing -------------------------------------------------------
+
+
+def test_seeded_draws_are_reproducible_in_every_framework():
+    like = torch.zeros(1, dtype=torch.float64)
+    for cls in (xform.SO2, xform.SE2, xform.SO3, xform.SE3):
+        first = cls.sample_uniform((3,), seed=7, like=like)
+        again = cls.sample_uniform((3,), seed=7, like=like)
+        other = cls.sample_uniform((3,), seed=8, like=like)
+        for a, b, c in zip(first._arrays, again._arrays, other._arrays):
+            assert isinstance(a, torch.Tensor) and a.dtype == torch.float64
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+            assert not torch.equal(a, c)
+        jax_like = jnp.zeros(1)
+        first, again = (cls.sample_uniform((3,), seed=7, like=jax_like) for _ in range(2))
+        for a, b in zip(first._arrays, again._arrays):
+            assert isinstance(a, jax.Array)
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "names"),
+    [
+        ({"seed": 0, "key": "key"}, ("seed", "key")),
+        ({"seed": 0, "generator": "generator"}, ("seed", "generator")),
+        ({"generator": "generator", "key": "key"}, ("generator", "key")),
+        ({"generator": "generator", "like": np.zeros(1)}, ("generator", "like")),
+        ({"generator": "generator", "like": jnp.zeros(1)}, ("generator", "like")),
+        ({"key": "key", "like": np.zeros(1)}, ("key", "like")),
+        ({"key": "key", "like": torch.zeros(1)}, ("key", "like")),
+        ({"generator": np.random.default_rng(0)}, ("generator",)),
+        ({"key": np.zeros(2, np.uint32)}, ("key",)),
+        ({"like": jnp.zeros(1)}, ("key", "seed")),
+    ],
+)
+def test_conflicting_sources_of_randomness_raise(arguments, names):
+    values = {"key": jax.random.key(0), "generator": torch.Generator().manual_seed(0)}
+    arguments = {k: values.get(v, v) if isinstance(v, str) else v for k, v in arguments.items()}
+    for cls in (xform.SO2, xform.SE2, xform.SO3, xform.SE3):
+        with pytest.raises(TypeError, match=f"{cls.__name__}.sample_uniform") as raised:
+            cls.sample_uniform((2,), **arguments)
+        assert all(f"'{name}'" in str(raised.value) for name in names), raised.value
+
+
+def test_identity_takes_any_frameworks_dtype_and_names_bad_shapes():
+    t = torch.zeros(1)
+    for dtype in (torch.float64, np.float64, "float64", jnp.float64):
+        identity = xform.SE3.identity((2,), like=t, dtype=dtype)
+        assert identity.dtype == torch.float64 and isinstance(identity.position, torch.Tensor)
+        assert xform.SO3.identity(dtype=dtype).dtype == np.float64
+        assert xform.SO2.identity(like=jnp.zeros(1), dtype=dtype).dtype == jnp.float64
+    assert xform.SE3.sample_uniform((2,), seed=0, dtype=torch.float32).dtype == np.float32
+    with pytest.raises(TypeError, match=r"SE3.identity: 'dtype' is int32"):
+        xform.SE3.identity(like=t, dtype=torch.int32)
+    with pytest.raises(TypeError, match=r"SE3.identity: 'like' has dtype int64"):
+        xform.SE3.identity(like=np.zeros(1, np.int64))
+    for like in (None, t, jnp.zeros(1)):
+        with pytest.raises(ValueError, match=r"SE3.identity: 'batch_shape' \(2, -1\) has a neg"):
+            xform.SE3.identity((2, -1), like=like)
+        with pytest.raises(ValueError, match=r"SO2.sample_uniform: 'batch_shape' \(-3,\)"):
+            xform.SO2.sample_uniform(-3, like=like, seed=0)
+    with pytest.raises(TypeError, match=r"SE3.identity: 'batch_shape' must be an int"):
+        xform.SE3.identity((2.5,))

@@ -110,7 +110,7 @@ def zero_tangents(tree):
 
     def zeros(x):
         if _is_group(x):
-            return _zeros(x.shape, x.tangent_dim, x._arrays[0], None)
+            return _zeros((*x.shape, x.tangent_dim), x._arrays[0])
         return x * 0
 
     return _map(zeros, tree)
