@@ -446,6 +446,29 @@ def test_conflicting_sources_of_randomness_raise(arguments, names):
         assert all(f"'{name}'" in str(raised.value) for name in names), raised.value
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_interpolate_checks_t_alike_in_every_group(name, rng):
+    cls, _ = GROUPS[name]
+    a, b = sample(name, rng, (3,)), sample(name, rng, (3,))
+    where = f"{name}.interpolate"
+    with pytest.raises(ValueError, match=rf"{where}: 't' has shape \(4,\)"):
+        a.interpolate(b, np.zeros(4))
+    with pytest.raises(ValueError, match=rf"{where}: 't' has shape \(4,\)"):
+        a.to_torch().interpolate(b.to_torch(), torch.zeros(4, dtype=torch.float64))
+    with pytest.raises(ValueError, match=rf"{where}: 't' has shape \(4,\)"):
+        a.to_jax().interpolate(b.to_jax(), jnp.zeros(4))
+    with pytest.raises(TypeError, match=rf"{where}: 't' is a torch array"):
+        a.interpolate(b, torch.zeros(3, dtype=torch.float64))
+    with pytest.raises(TypeError, match=rf"{where}: 't' is a numpy array"):
+        a.to_jax().interpolate(b.to_jax(), np.zeros(3))
+    with pytest.raises(TypeError, match=rf"{where}: 't' has dtype float32"):
+        a.interpolate(b, np.zeros(3, np.float32))
+    with pytest.raises(TypeError, match=rf"{where}: 't' is a builtins.list"):
+        a.interpolate(b, [0.5, 0.5, 0.5])
+    same_element(a.interpolate(b, np.float32(1)), b)
+    same_element(a.to_torch().interpolate(b.to_torch(), 1), b)
+
+
 def test_identity_takes_any_frameworks_dtype_and_names_bad_shapes():
     t = torch.zeros(1)
     for dtype in (torch.float64, np.float64, "float64", jnp.float64):

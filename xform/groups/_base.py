@@ -14,6 +14,7 @@ applies B first.
 
 from __future__ import annotations
 
+import numbers
 import operator
 import sys
 from collections.abc import Callable
@@ -132,17 +133,49 @@ class LieGroup:
                 f"this element {self._kind} arrays; convert one with .to_{self._kind}()"
             )
 
-    def _points(self, points, method: str):
-        """`points` must be an array of this element's framework whose last axis is the
-        space's dimension."""
-        functions = argument(type(self), method, "points", points, (self.space_dim,))
-        if functions is not self._ops:
+    def _operand(self, array, method: str, name: str, trailing: tuple[int, ...]):
+        """`array` checked as argument `name` of `method`: an array of this element's
+        framework and dtype whose last axes are `trailing`."""
+        argument(type(self), method, name, array, trailing)
+        where = f"xform.{type(self).__name__}.{method}"
+        if _interop.array_kind(array) != self._kind:
             raise TypeError(
-                f"xform.{type(self).__name__}.{method}: 'points' is a "
-                f"{_interop.array_kind(points)} array and this element holds {self._kind} "
-                f"arrays; convert one with xform.to_{self._kind}"
+                f"{where}: '{name}' is a {_interop.array_kind(array)} array and this element "
+                f"holds {self._kind} arrays; convert one with xform.to_{self._kind}"
             )
-        return points
+        if dtype_name(array) != dtype_name(self._arrays[0]):
+            raise TypeError(
+                f"{where}: '{name}' has dtype {dtype_name(array)} and this element "
+                f"{dtype_name(self._arrays[0])}; convert one"
+            )
+        return array
+
+    def _points(self, points, method: str):
+        """`points`: an array of this element's framework whose last axis is the space's
+        dimension."""
+        return self._operand(points, method, "points", (self.space_dim,))
+
+    def _parameter(self, t, method: str, *others: LieGroup):
+        """`t` of `method` (a path's parameter): a real number, or an array of this
+        element's framework and dtype whose shape broadcasts with the batch shapes of this
+        element and `others`. The same rule for every group, whatever its op."""
+        if isinstance(t, numbers.Real) and not isinstance(t, bool):
+            return float(t)
+        if _interop.array_kind(t) is None:
+            raise TypeError(
+                f"xform.{type(self).__name__}.{method}: 't' is a {type(t).__module__}."
+                f"{type(t).__qualname__}; expected a number or a {self._kind} array"
+            )
+        self._operand(t, method, "t", ())
+        for element in (self, *others):
+            try:
+                np.broadcast_shapes(tuple(t.shape), element.shape)
+            except ValueError:
+                raise ValueError(
+                    f"xform.{type(self).__name__}.{method}: 't' has shape {tuple(t.shape)}, "
+                    f"which does not broadcast with the batch shape {element.shape}"
+                ) from None
+        return t
 
     # --- batches ------------------------------------------------------------------------
 
@@ -233,6 +266,7 @@ class LieGroup:
         """The geodesic `self exp(t log(self^-1 other))`, `t` a number or an array of the
         batch shape; 0 gives self, 1 other, any real t allowed."""
         self._same_group(other, "interpolate")
+        t = self._parameter(t, "interpolate", other)
         delta = self.inverse().multiply(other).log()
         if _interop.array_kind(t) is not None:
             t = t[..., None]
