@@ -446,6 +446,20 @@ def test_conflicting_sources_of_randomness_raise(arguments, names):
         assert all(f"'{name}'" in str(raised.value) for name in names), raised.value
 
 
+def test_a_boolean_mask_never_indexes_the_fields():
+    T = xform.SE3.sample_uniform((2, 3), seed=0)
+    mask = np.ones((2, 3), bool)
+    with pytest.raises(IndexError, match=r"too many indices \(3\) for batch shape \(2, 3\)"):
+        T[mask, 0]
+    with pytest.raises(IndexError):
+        T.to_torch()[torch.from_numpy(mask), 0]
+    with pytest.raises(IndexError):
+        T[np.ones(2, bool), 0, 0]
+    assert T[mask].shape == (6,) and T[np.array([True, False])].shape == (1, 3)
+    assert T[..., np.array([True, False, True])].shape == (2, 2)
+    assert T[True].shape == (1, 2, 3) and T[0, True, 1].shape == (1,)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_interpolate_checks_t_alike_in_every_group(name, rng):
     cls, _ = GROUPS[name]

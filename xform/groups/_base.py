@@ -200,9 +200,9 @@ class LieGroup:
         return (self[i] for i in range(len(self)))
 
     def __getitem__(self: Self, index) -> Self:
-        """NumPy indexing of the batch axes."""
+        """NumPy indexing of the batch axes, never of the fields' own (last) axis."""
         index = index if isinstance(index, tuple) else (index,)
-        taken = sum(i is not None and i is not Ellipsis for i in index)
+        taken = sum(map(_axes_taken, index))
         if taken > len(self.shape):
             raise IndexError(
                 f"xform.{type(self).__name__}: too many indices ({taken}) for batch shape "
@@ -353,6 +353,19 @@ def _zeros(shape: tuple[int, ...], like=None, dtype: str | None = None):
             zeros = jax.device_put(zeros, like.sharding)
         return zeros
     return np.zeros(shape, dtype=dtype or (np.float64 if like is None else like.dtype))
+
+
+def _axes_taken(index) -> int:
+    """How many batch axes one item of an index consumes, by NumPy's rules: none for None
+    and `...`, a boolean mask's dimensions for a mask (a bool scalar adds an axis), one
+    for anything else."""
+    if index is None or index is Ellipsis:
+        return 0
+    if isinstance(index, list):
+        index = np.asarray(index)
+    if str(getattr(index, "dtype", "")).removeprefix("torch.") == "bool":
+        return len(index.shape)
+    return 0 if isinstance(index, bool) else 1
 
 
 def _checked(cls: type[LieGroup], arrays) -> tuple:
