@@ -405,6 +405,29 @@ def test_bad_input_names_the_group_and_the_argument(rng):
 # --- issue 38: defects found by fuzzing -------------------------------------------------------
 
 
+def test_manifold_grad_through_an_infinite_leaf():
+    """Zero tangents are zeros, not `x * 0`: an infinite cap leaves the minimum to the
+    pose (d(T p)_x / d[rho, omega] at the identity = [1, 0, 0, 0, p_z, -p_y]) and has no
+    gradient itself; with a finite cap of 1e9 the same."""
+    expected = [1.0, 0.0, 0.0, 0.0, 3.0, -2.0]
+    p = jnp.array([1.0, 2.0, 3.0])
+    for cap in (jnp.inf, 1e9):
+        gradient = manifold.grad(lambda d: jnp.minimum((d["T"] @ p)[0], d["cap"]))(
+            {"T": xform.SE3.identity(like=p), "cap": jnp.array(cap)}
+        )
+        np.testing.assert_array_equal(gradient["T"], expected)
+        np.testing.assert_array_equal(gradient["cap"], 0.0)
+    tp = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    gradient = manifold.grad(lambda d: torch.minimum((d["T"] @ tp)[0], d["cap"]))(
+        {"T": xform.SE3.identity(like=tp), "cap": torch.tensor(np.inf, dtype=torch.float64)}
+    )
+    np.testing.assert_array_equal(gradient["T"].numpy(), expected)
+    assert float(gradient["cap"]) == 0.0
+    zeros = manifold.zero_tangents([np.array([np.inf, -np.inf, np.nan]), torch.tensor(np.inf)])
+    np.testing.assert_array_equal(zeros[0], 0.0)
+    assert float(zeros[1]) == 0.0
+
+
 def test_seeded_draws_are_reproducible_in_every_framework():
     like = torch.zeros(1, dtype=torch.float64)
     for cls in (xform.SO2, xform.SE2, xform.SO3, xform.SE3):
@@ -444,6 +467,45 @@ def test_conflicting_sources_of_randomness_raise(arguments, names):
         with pytest.raises(TypeError, match=f"{cls.__name__}.sample_uniform") as raised:
             cls.sample_uniform((2,), **arguments)
         assert all(f"'{name}'" in str(raised.value) for name in names), raised.value
+
+
+def test_manifold_trees_must_match():
+    T, d = xform.SE3.identity(), np.zeros(6)
+    with pytest.raises(ValueError, match=r"'delta' does not have the structure of 'tree'"):
+        manifold.rplus([T, T], [d])
+    with pytest.raises(ValueError, match=r"'delta' has the keys \['b'\], which 'tree' lacks"):
+        manifold.rplus({"a": T}, {"a": d, "b": d})
+    with pytest.raises(ValueError, match=r"at \['a'\]\[1\], 'tree' has an xform.SE3"):
+        manifold.rplus({"a": (T, T)}, {"a": (d, None)})
+    with pytest.raises(ValueError, match=r"'b' does not have the structure of 'a'"):
+        manifold.rminus([T.to_torch()], [T.to_torch(), T.to_torch()])
+    with pytest.raises(ValueError, match=r"'delta' does not have the structure of 'tree'"):
+        manifold.rplus([T.to_jax()], {"x": jnp.zeros(6)})
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch", "jax"])
+def test_none_leaves_are_empty_subtrees_as_in_jax(framework):
+    T = getattr(xform.SE3.sample_uniform((2,), seed=1), f"to_{framework}")()
+    delta = 0.1 * np.arange(12.0).reshape(2, 6)
+    delta = {"numpy": np.asarray, "torch": torch.from_numpy, "jax": jnp.asarray}[framework](delta)
+    tree = {"T": T, "nothing": None, "list": [None, T]}
+    moved = manifold.rplus(tree, {"T": delta, "nothing": None, "list": [None, delta]})
+    assert moved["nothing"] is None and moved["list"][0] is None
+    same_element(moved["T"], T.to_numpy() @ xform.SE3.exp(np.asarray(delta)))
+    same_element(moved["list"][1], moved["T"])
+    zeros = manifold.zero_tangents(tree)
+    assert zeros["nothing"] is None and zeros["list"][0] is None
+    assert tuple(zeros["T"].shape) == (2, 6)
+    back = manifold.rminus(tree, moved)
+    assert back["nothing"] is None
+    np.testing.assert_allclose(np.asarray(back["T"]), np.asarray(delta), atol=1e-12)
+    if framework != "numpy":
+        ones = {"torch": torch.ones, "jax": jnp.ones}[framework](3, dtype=T.dtype)
+        gradient = manifold.grad(lambda t: (t["T"] @ ones).sum() + (t["list"][1] @ ones).sum())(
+            tree
+        )
+        assert gradient["nothing"] is None and gradient["list"][0] is None
+        np.testing.assert_allclose(np.asarray(gradient["T"]), np.asarray(gradient["list"][1]))
 
 
 def test_a_boolean_mask_never_indexes_the_fields():
