@@ -147,11 +147,15 @@ def _describe(x) -> str:
     kind = _interop.array_kind(x)
     if kind is not None:
         return f"a {kind} array of shape {tuple(x.shape)}"
+    cls = type(x)
+    name = cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
     if isinstance(x, dict):
-        return f"a {type(x).__name__} with keys {list(x)}"
-    if isinstance(x, (list, tuple)):
-        return f"a {type(x).__name__} of {len(x)} item{'s' * (len(x) != 1)}"
-    return f"a {type(x).__module__}.{type(x).__qualname__}"
+        return f"a {name} with keys {list(x)}"
+    node = _node(x)
+    if node is not None:
+        count = len(node.children)
+        return f"a {name} of {count} item{'s' * (count != 1)}"
+    return f"a {name}"
 
 
 # --- the tools --------------------------------------------------------------------------------
