@@ -49,6 +49,13 @@ class _JaxFunction:
     def __call__(self, *arrays) -> list:
         return self.function(*arrays)
 
+    def run(self, *arrays) -> list:
+        """The results, keeping the pullback where asked to."""
+        if self.keep_pullback:
+            results, self.pullback = jax.vjp(self.function, *arrays)
+            return results
+        return self.function(*arrays)
+
     def tangents(self, n: int, *arrays) -> list:
         """The results' tangents (`jax.jvp`): n primals, then their tangents (None: zero)."""
         primals, tangents = arrays[:n], arrays[n:]
@@ -92,6 +99,15 @@ def _tensors(arrays) -> tuple[torch.Tensor, ...]:
     return tuple(to_torch(x) for x in arrays)
 
 
+# Dynamo can trace neither JAX nor the DLPack exchange: under torch.compile every crossing
+# runs eagerly between the compiled graphs (also a backward or a tangent that the autograd
+# engine runs from compiled code).
+@torch.compiler.disable
+def _through_jax(function, tensors) -> tuple[torch.Tensor, ...]:
+    """`function` of JAX arrays on JAX views of `tensors`, its results as tensors."""
+    return _tensors(function(*_arrays(tensors)))
+
+
 # Whether a torch.func transform is active (private torch state: where it is missing,
 # assume one is, which only costs a second forward in the backward).
 _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: True)
@@ -109,7 +125,7 @@ class _JaxDerivative(torch.autograd.Function):
 
     @staticmethod
     def forward(derivative, *tensors):
-        return _tensors(derivative(*_arrays(tensors)))
+        return _through_jax(derivative, tensors)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -140,12 +156,7 @@ class _JaxCall(torch.autograd.Function):
 
     @staticmethod
     def forward(function, *tensors):
-        arrays = _arrays(tensors)
-        if function.keep_pullback:
-            results, function.pullback = jax.vjp(function, *arrays)
-        else:
-            results = function(*arrays)
-        return _tensors(results)
+        return _through_jax(function.run, tensors)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -162,7 +173,7 @@ class _JaxCall(torch.autograd.Function):
         if torch.is_grad_enabled() or _functorch_active():
             grads_in = _JaxDerivative.apply(gradients, *tensors, *grads)
         else:  # nothing can map or differentiate these gradients: no Function around them
-            grads_in = _tensors(gradients(*_arrays((*tensors, *grads))))
+            grads_in = _through_jax(gradients, (*tensors, *grads))
         grads_in = [g if x.is_floating_point() else None for g, x in zip(grads_in, tensors)]
         return (None, *grads_in)
 
@@ -180,8 +191,12 @@ class _JaxCall(torch.autograd.Function):
 
 
 def jax_to_torch(fn):
-    """A function of PyTorch tensors (pytrees of them) that runs the JAX function `fn`."""
+    """A function of PyTorch tensors (pytrees of them) that runs the JAX function `fn`.
+    Under `torch.compile` it runs eagerly between the compiled graphs (a graph break), so
+    that compiled code calling it, differentiated in either mode, gives eager mode's
+    results."""
 
+    @torch.compiler.disable
     @functools.wraps(fn)
     def wrapped(*args):
         leaves, treedef = jax.tree_util.tree_flatten(args)

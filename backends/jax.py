@@ -2,9 +2,11 @@
 
 Each op is three primitives that run the core's kernels through the XLA FFI, so that
 under `jax.jit` they execute inside the compiled program on XLA's own buffers, with no
-copy. On CPU the FFI target is xform's own (a ctypes callback that reads XLA's call frame
-straight into the core's buffers: half the per-call cost of building Warp arrays); on
-CUDA it is `warp.jax_callable`, which also finds XLA's stream.
+copy. The FFI targets are xform's own (`jax_native`): a program of recorded launches run
+from C, or a Python function, called behind a guard in C, that reads XLA's buffers
+straight into the core's (half the per-call cost of building Warp arrays), on CPU and on
+CUDA alike (there on XLA's stream), so that CI on a CPU walks the GPU's route. Only where
+that library cannot be had does `warp.jax_callable` run the Python function.
 
 - `xform_<op>`: the op. Its JVP rule calls
 - `xform_<op>_tangent`: the tangent kernel, linear in the tangents. Its transpose rule
@@ -41,105 +43,131 @@ from jax.interpreters import ad, batching, mlir
 from xform import _launch, _products
 from xform._api import ArrayArguments, numbers_as_arrays
 from xform._functions import family_function
-from xform._layout import result_shapes
-from xform._op import Op
+from xform._launch.layout import result_shapes, scattered
+from xform._launch.runner import run_product
+from xform._op import Op, Product
 from xform._random import sample_shape
-from xform._runner import run_product
-from xform.ops import FAMILY_FUNCTIONS, OPS
+from xform.ops import COMPOSITES, OPS
 
 from . import jax_native
 
-try:  # the XLA FFI call frame as ctypes structures: Warp's, which are not public API
-    from warp._src.jax import xla_ffi
-except ImportError:  # then Warp's own FFI path serves CPU calls too
-    xla_ffi = None
-
-__all__ = [*OPS, *FAMILY_FUNCTIONS, "random_quaternion"]
+__all__ = [*OPS, *COMPOSITES, "random_quaternion"]
 
 
 # --- running the core's launches inside an FFI call --------------------------------------
 
 
 @functools.cache
-def _callback(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
+def _callback(op: Op, product: str, prefix: int, needed: tuple[bool, ...], scalars: tuple):
     """The function a `warp.jax_callable` runs: Warp arrays in (views of XLA's buffers,
-    inputs then outputs)."""
+    inputs then outputs). Warp has no 0-d arrays: the inputs that `scalars` flags (one
+    flag per input) arrive as one element and are read as 0-d."""
     run = run_product(op, product, prefix, needed)
     count = _result_count(op, product, needed)
 
     def callback(*arrays):
         try:
-            run(arrays[: len(arrays) - count], [(a.ptr, a.zero_) for a in arrays[-count:]])
-        except KeyboardInterrupt as exc:  # Warp's FFI wrapper turns Exceptions into XLA errors
-            raise RuntimeError(f"xform.{op.name}: interrupted") from exc
+            inputs = [
+                _launch.buffers.Buffer(a.ptr or 0, (), a.dtype.__name__, str(a.device), a)
+                if scalars[k]
+                else a
+                for k, a in enumerate(arrays[: len(arrays) - count])
+            ]
+            run(inputs, [(a.ptr, a.zero_) for a in arrays[-count:]])
+        except BaseException as exc:  # Warp's FFI wrapper turns Exceptions into XLA errors
+            raise RuntimeError(f"xform.{op.name} ({product}): {_described(exc)}") from None
 
     return callback
 
 
-# --- xform's own CPU FFI target ----------------------------------------------------------
-
-if xla_ffi is not None:
-    _FFI_DTYPES = {xla_ffi.XLA_FFI_DataType.F32: "float32", xla_ffi.XLA_FFI_DataType.F64: "float64"}
-    _FFI_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(xla_ffi.XLA_FFI_CallFrame))
-    _FFI_BUFFERS = ctypes.POINTER(ctypes.POINTER(xla_ffi.XLA_FFI_Buffer))
-_cpu_callbacks = {}  # the ctypes callbacks XLA holds pointers to, kept alive
-
-
-def _ffi_buffers(pointers, count: int) -> list[_launch.Buffer]:
-    """The core's Buffers over XLA buffers (a call frame's arguments or results)."""
-    pointers = ctypes.cast(pointers, _FFI_BUFFERS)
-    buffers = []
-    for k in range(count):
-        b = pointers[k].contents
-        buffers.append(
-            _launch.Buffer(b.data or 0, tuple(b.dims[: b.rank]), _FFI_DTYPES[b.dtype], "cpu", None)
-        )
-    return buffers
+def _described(exc: BaseException) -> str:
+    """`repr(exc)`, or its type's name where that raises (a second Ctrl-C, say)."""
+    try:
+        return repr(exc)
+    except BaseException:
+        return type(exc).__name__
 
 
-def _zero_fill(buffer: _launch.Buffer) -> None:
-    ctypes.memset(buffer.ptr, 0, np.dtype(buffer.dtype).itemsize * math.prod(buffer.shape))
+# --- the Python function behind xform's guard (jax_native.python_target) ---------------------
+
+
+class _XlaBuffer(ctypes.Structure):
+    """One of XLA's buffers, as the guard hands it over (`PythonBuffer` in jax_native.cpp)."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int64),
+        ("rank", ctypes.c_int64),
+        ("dims", ctypes.POINTER(ctypes.c_int64)),
+    ]
+
+
+_GUARDED = ctypes.CFUNCTYPE(
+    None, ctypes.POINTER(_XlaBuffer), ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+    ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
+)  # fmt: skip
+_XLA_DTYPES = {11: "float32", 12: "float64"}  # XLA_FFI_DataType F32, F64
+_CANCELLED, _INTERNAL = 1, 13  # XLA_FFI_Error_Code
+_guarded_functions = []  # the ctypes functions XLA holds addresses of, kept alive
+_streams: dict = {}  # Warp's views of XLA's CUDA streams, by (device, handle)
+
+
+def _warp_stream(device: str, handle: int) -> wp.Stream:
+    stream = _streams.get((device, handle))
+    if stream is None:
+        if len(_streams) > 64:  # streams come and go with XLA's clients: keep a few
+            _streams.clear()
+        stream = _streams[device, handle] = wp.Stream(device, cuda_stream=handle)
+    return stream
+
+
+def _zero_fill(buffer: _launch.buffers.Buffer) -> None:
+    nbytes = np.dtype(buffer.dtype).itemsize * math.prod(buffer.shape)
+    if buffer.device == "cpu":
+        ctypes.memset(buffer.ptr, 0, nbytes)
+    else:  # on the current stream, which the call has made XLA's
+        wp.array(ptr=buffer.ptr, dtype=wp.uint8, shape=(nbytes,), device=buffer.device).zero_()
 
 
 @functools.cache
-def _cpu_target(op: Op, product: str, prefix: int, needed: tuple[bool, ...]) -> str:
-    """The name of a CPU FFI target that runs one product of `op`, registered once."""
-    name = f"xform_cpu_{op.key}_{product}_{prefix}_" + "".join("1" if x else "0" for x in needed)
+def _guarded(op: Op, product: str, prefix: int, needed: tuple[bool, ...]) -> int:
+    """The address of a Python function that runs one product of `op` on XLA's buffers,
+    for `jax_native`'s guard to call (see `PythonFunction` in jax_native.cpp): it reports
+    its outcome as its very last step, so that an exception escaping it, wherever it is
+    raised, fails the call instead of returning outputs that were never written."""
     run = run_product(op, product, prefix, needed)
 
-    def callback(frame_pointer):
-        frame = frame_pointer.contents
+    def function(buffers, inputs, outputs, stream, device, message, capacity, outcome):
         try:
-            if frame.extension_start:  # XLA's first call asks for the API version
-                extension = frame.extension_start.contents
-                if extension.type == xla_ffi.XLA_FFI_Extension_Type.Metadata:
-                    metadata = ctypes.cast(
-                        frame.extension_start, ctypes.POINTER(xla_ffi.XLA_FFI_Metadata_Extension)
-                    ).contents.metadata.contents
-                    metadata.api_version.major_version = 0
-                    metadata.api_version.minor_version = 1
-                    return None
-            outputs = _ffi_buffers(frame.rets.rets, frame.rets.size)
-            inputs = _ffi_buffers(frame.args.args, frame.args.size)
-            run(inputs, [(b.ptr, functools.partial(_zero_fill, b)) for b in outputs])
-            return None
-        except BaseException as exc:  # nothing may unwind through XLA's C frames, Ctrl-C
-            # included (the launch has waited for all its threads): it becomes an XLA error
-            code = xla_ffi.XLA_FFI_Error_Code.INTERNAL
-            if isinstance(exc, KeyboardInterrupt):
-                code = xla_ffi.XLA_FFI_Error_Code.CANCELLED
-            return xla_ffi.create_ffi_error(frame.api, code, f"{name}: {exc!r}")
+            where = "cpu" if device < 0 else f"cuda:{device}"
+            arrays = [
+                _launch.buffers.Buffer(b.data or 0, tuple(b.dims[: b.rank]), _XLA_DTYPES[b.dtype],
+                               where, None)
+                for b in buffers[: inputs + outputs]
+            ]  # fmt: skip
+            results = [(b.ptr, functools.partial(_zero_fill, b)) for b in arrays[inputs:]]
+            if device >= 0:
+                with wp.ScopedStream(_warp_stream(where, stream), sync_enter=False):
+                    run(arrays[:inputs], results)
+            else:
+                run(arrays[:inputs], results)
+            outcome[0] = 1
+        except BaseException as exc:  # a Ctrl-C included: the launches it started are done
+            text = f"xform.{op.name} ({product}): {_described(exc)}".encode()
+            text = text[: capacity - 1] + b"\0"
+            ctypes.memmove(message, text, len(text))
+            outcome[1] = _CANCELLED if isinstance(exc, KeyboardInterrupt) else _INTERNAL
+            outcome[0] = 2
 
-    c_callback = _cpu_callbacks[name] = _FFI_CALLBACK(callback)
-    capsule = jax.ffi.pycapsule(ctypes.cast(c_callback, ctypes.c_void_p).value)
-    jax.ffi.register_ffi_target(name, capsule, platform="cpu")
-    return name
+    guarded = _GUARDED(function)
+    _guarded_functions.append(guarded)
+    return ctypes.cast(guarded, ctypes.c_void_p).value
 
 
 def _result_count(op: Op, product: str, needed) -> int:
     """The outputs of an FFI call: the product's results, and partial sums per result of
     an op that sums over groups (see `_run`)."""
-    if product == "vjp":
+    if product == Product.VJP:
         return sum(needed)
     return len(op.results) * (2 if op.reduced else 1)
 
@@ -186,7 +214,7 @@ def call_ffi(callable_, inputs, out_shapes):
 
 
 def _run(op: Op, product: str, prefix: int, needed, inputs, out_shapes, cpu=False):
-    """Run one product through the FFI (xform's own CPU target where `cpu`), or without a
+    """Run one product through the FFI (on CPU where `cpu`, else on CUDA), or without a
     launch when nothing is to compute."""
     dtype = inputs[0].dtype
     if not out_shapes:
@@ -199,7 +227,7 @@ def _run(op: Op, product: str, prefix: int, needed, inputs, out_shapes, cpu=Fals
     # XLA owns their memory, in order on its stream.
     count = len(out_shapes)
     operand_shapes = [x.shape for x in inputs[: len(op.operands)]]
-    out_shapes = [*out_shapes, *_launch.scratch_shapes(op, product, operand_shapes, prefix)]
+    out_shapes = [*out_shapes, *_launch.tiling.scratch_shapes(op, product, operand_shapes, prefix)]
     results = [jax.ShapeDtypeStruct(shape, dtype) for shape in out_shapes]
     native = jax_native.library() if cpu else jax_native.cuda_library()
     if native is not None:  # a program of the launches, run with no Python per call
@@ -212,25 +240,33 @@ def _run(op: Op, product: str, prefix: int, needed, inputs, out_shapes, cpu=Fals
             outputs = call(*inputs, program=np.int64(program.ctypes.data),
                            token=np.int64(native.token))  # fmt: skip
             return list(outputs)[:count]
-    if cpu:
-        target = _cpu_target(op, product, prefix, needed)
-        return list(jax.ffi.ffi_call(target, results)(*inputs))[:count]
+    guard = jax_native.python_target("cpu" if cpu else "CUDA")
+    if guard is not None:
+        target, token = guard
+        callback = _guarded(op, product, prefix, needed)
+        outputs = jax.ffi.ffi_call(target, results)(
+            *inputs, callback=np.int64(callback), token=np.int64(token)
+        )
+        return list(outputs)[:count]
+    # warp.jax_callable, which takes no 0-d arrays: those go as one element.
     scalar = wp.dtype_from_numpy(np.dtype(dtype))
-    ranks = [x.ndim for x in inputs] + [len(s) for s in out_shapes]
+    scalars = tuple(x.ndim == 0 for x in inputs)
     callable_ = ffi_callable(
-        _callback(op, product, prefix, needed),
+        _callback(op, product, prefix, needed, scalars),
         f"xform_{op.key}_{product}",
-        tuple((scalar, rank) for rank in ranks),
+        tuple((scalar, max(len(s), 1)) for s in [*(x.shape for x in inputs), *out_shapes]),
         len(out_shapes),
     )
-    return call_ffi(callable_, inputs, out_shapes)[:count]
+    flat = [x.reshape(1) if x.ndim == 0 else x for x in inputs]
+    outputs = call_ffi(callable_, flat, [s or (1,) for s in out_shapes])
+    return [x.reshape(s) for x, s in zip(outputs[:count], out_shapes)]
 
 
 # --- the three primitives per op -----------------------------------------------------------
 
 
 def _check(op: Op, operands, prefix: int):
-    _launch.check_dtypes(op, [np.dtype(x.dtype).name for x in operands])
+    _launch.buffers.check_dtypes(op, [np.dtype(x.dtype).name for x in operands])
     return result_shapes(op, [tuple(x.shape) for x in operands], prefix)
 
 
@@ -284,7 +320,7 @@ def _jvp_of_tangent(op: Op, tangent: Primitive):
     (`xform._products`), which raises where xform cannot give it exactly."""
 
     def rule(primals, tangents, *, prefix):
-        product = _products.tangent_op(op)
+        product = _products.product_op(op, Product.TANGENT)
         outs = tangent.bind(*primals, prefix=prefix)
         tangents = [ad.instantiate_zeros(t) for t in tangents]
         return outs, primitives(product)[1].bind(*primals, *tangents, prefix=prefix)
@@ -297,11 +333,11 @@ def _jvp_of_vjp(op: Op, vjp: Primitive):
     the differentiable operands' gradients (the primitive gives the `needed` ones)."""
 
     def rule(primals, tangents, *, prefix, needed):
-        product = _products.vjp_op(op)
+        product = _products.product_op(op, Product.VJP)
         outs = vjp.bind(*primals, prefix=prefix, needed=needed)
         tangents = [ad.instantiate_zeros(t) for t in tangents]
         out = primitives(product)[1].bind(*primals, *tangents, prefix=prefix)
-        by_operand = dict(zip(op.scattered("vjp"), out))
+        by_operand = dict(zip(scattered(op, Product.VJP), out))
         return outs, [
             by_operand[k] if k in by_operand else jnp.zeros_like(primals[k])
             for k, need in enumerate(needed)
@@ -327,12 +363,10 @@ def _eager(primitive: Primitive):
 
 
 def _implement(primitive: Primitive, impl) -> None:
-    """Run `impl` eagerly through the primitive's compiled form, and lower it through
-    xform's own FFI target on CPU, through Warp's elsewhere."""
+    """Run `impl` eagerly through the primitive's compiled form, and lower it for CPU and
+    for the GPU."""
     primitive.def_impl(_eager(primitive))
     mlir.register_lowering(primitive, mlir.lower_fun(impl, multiple_results=True))
-    if xla_ffi is None:
-        return
     cpu_impl = functools.partial(impl, cpu=True)
     mlir.register_lowering(
         primitive, mlir.lower_fun(cpu_impl, multiple_results=True), platform="cpu"
@@ -348,7 +382,7 @@ def primitives(op: Op):
     forward.multiple_results = True
 
     def forward_impl(*operands, prefix, cpu=False):
-        return _run(op, "forward", prefix, (), operands, _check(op, operands, prefix), cpu)
+        return _run(op, Product.FORWARD, prefix, (), operands, _check(op, operands, prefix), cpu)
 
     def forward_abstract(*operands, prefix):
         return _avals(_check(op, operands, prefix), operands[0].dtype, operands)
@@ -376,7 +410,7 @@ def primitives(op: Op):
 
     def tangent_impl(*args, prefix, cpu=False):
         operands = args[:n]
-        return _run(op, "tangent", prefix, (), args, _check(op, operands, prefix), cpu)
+        return _run(op, Product.TANGENT, prefix, (), args, _check(op, operands, prefix), cpu)
 
     def tangent_abstract(*args, prefix):
         return _avals(_check(op, args[:n], prefix), args[0].dtype, args)
@@ -410,7 +444,9 @@ def primitives(op: Op):
 
     def vjp_impl(*args, prefix, needed, cpu=False):
         operands = args[:n]
-        return _run(op, "vjp", prefix, needed, args, vjp_shapes(operands, prefix, needed), cpu)
+        return _run(
+            op, Product.VJP, prefix, needed, args, vjp_shapes(operands, prefix, needed), cpu
+        )
 
     def vjp_abstract(*args, prefix, needed):
         return _avals(vjp_shapes(args[:n], prefix, needed), args[0].dtype, args)
@@ -517,7 +553,7 @@ def function(op: Op):
 FUNCTIONS = {name: function(op) for name, op in OPS.items()}
 FUNCTIONS |= {
     name: family_function(family, lambda op, *arrays: function(op)(*arrays), ARRAYS)
-    for name, family in FAMILY_FUNCTIONS.items()
+    for name, family in COMPOSITES.items()
 }
 
 globals().update(FUNCTIONS)  # every built-in op by name

@@ -10,6 +10,13 @@
 // Compiled at first use by Warp's bundled clang (no system compiler), freestanding: no C
 // or C++ runtime beyond malloc, free, memset and memcpy, no exceptions, no threads of
 // its own. Every failure is an XLA error, never a crash.
+//
+// It names only what XLA's FFI keeps stable from one jaxlib to the next: the call frame's
+// and the API table's fields (reading a function of the table only where `struct_size`
+// says it is there) and the metadata handshake. Types that jaxlib renamed are not named:
+// 0.11 made the frame's `extension_start` an `XLA_FFI_InternalExtension*` (0.10: an
+// `XLA_FFI_Extension_Base*`), and kept `XLA_FFI_ExecutionContext` only as an alias of
+// `XLA_FFI_InvokeContext`.
 
 #include "xla/ffi/api/c_api.h"
 
@@ -35,6 +42,9 @@ const int64_t SCRATCH_ALIGN = 64;
 int64_t process_token = 0;  // set once at load; a program from another process never matches
 
 typedef void (*Entry)(void* bounds, void* args);
+
+// The frame's execution context, whatever this jaxlib calls its type.
+typedef decltype(XLA_FFI_CallFrame::ctx) Context;
 
 // One launch: [entry, patch count, bounds words..., argument words..., (offset, buffer,
 // byte delta) per patch]. Every launch of a step has the same bound and argument sizes.
@@ -92,7 +102,7 @@ bool has_thread_pool(const XLA_FFI_Api* api) {
          api->XLA_FFI_ThreadPool_NumThreads != nullptr;
 }
 
-int64_t pool_threads(const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* context) {
+int64_t pool_threads(const XLA_FFI_Api* api, Context context) {
   int64_t threads = 0;
   XLA_FFI_ThreadPool_NumThreads_Args args;
   memset(&args, 0, sizeof(args));
@@ -114,7 +124,7 @@ int64_t pool_threads(const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* context) 
 // Runs one LAUNCHES step; returns a message on failure, or nullptr.
 const char* run_launches(const int64_t* program, const int64_t* step, char* const* bases,
                          int64_t buffers, const XLA_FFI_Api* api,
-                         XLA_FFI_ExecutionContext* context) {
+                         Context context) {
   int64_t count = step[2], parallel = step[3], bound_words = step[4], arg_words = step[5];
   const int64_t* offsets = step + 6;
   if (bound_words > MAX_BOUND_WORDS || arg_words > MAX_ARG_WORDS)
@@ -180,8 +190,8 @@ void sum_parts(Scalar* total, const Scalar* parts, int64_t tiles, int64_t stride
 }
 
 // --- CUDA: the same programs, launched on XLA's stream ------------------------------------
-// (Written for a GPU and not yet run on one: `jax_native.py` keeps warp.jax_callable as
-// the CUDA path unless XFORM_JAX_CUDA=native.)
+// (Written for a GPU and not yet run on one: `jax_native.py` keeps the Python function
+// behind the guard below as the CUDA path unless XFORM_JAX_CUDA=native.)
 
 // Warp's wp_cuda_launch_kernel: nonzero on failure.
 typedef size_t (*CudaLaunch)(void* context, void* kernel, size_t size, int max_blocks,
@@ -228,7 +238,7 @@ void xform_native_set_token(int64_t token) { process_token = token; }
 // Runs `program` on `bases` (inputs, outputs, then the scratch buffers it allocates).
 // `api` and `context` may be null: then everything runs on the calling thread.
 const char* xform_native_run(const int64_t* program, char** bases, int64_t given,
-                             const XLA_FFI_Api* api, XLA_FFI_ExecutionContext* context) {
+                             const XLA_FFI_Api* api, Context context) {
   if (program[H_MAGIC] != MAGIC) return "xform native: not a program of this format";
   int64_t inputs = program[H_INPUTS], outputs = program[H_OUTPUTS];
   int64_t scratch = program[H_SCRATCH], steps = program[H_STEPS];
@@ -287,12 +297,13 @@ const char* xform_native_run(const int64_t* program, char** bases, int64_t given
   return failure;
 }
 
-static XLA_FFI_Error* error(const XLA_FFI_Api* api, const char* message) {
+static XLA_FFI_Error* error(const XLA_FFI_Api* api, const char* message,
+                            XLA_FFI_Error_Code code = XLA_FFI_Error_Code_INTERNAL) {
   XLA_FFI_Error_Create_Args args;
   memset(&args, 0, sizeof(args));
   args.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
   args.message = message;
-  args.errc = XLA_FFI_Error_Code_INTERNAL;
+  args.errc = code;
   return api->XLA_FFI_Error_Create(&args);
 }
 
@@ -329,24 +340,39 @@ struct Call {
   char* bases[MAX_BUFFERS];
 };
 
+// XLA's first call of a handler asks for the FFI version it was built against: answers it
+// (as XLA's own C++ API does) and returns true.
+static bool answered_metadata(XLA_FFI_CallFrame* frame) {
+  const auto* extension = frame->extension_start;
+  if (extension == nullptr || extension->type != XLA_FFI_Extension_Metadata) return false;
+  XLA_FFI_Metadata* metadata =
+      reinterpret_cast<const XLA_FFI_Metadata_Extension*>(extension)->metadata;
+  metadata->api_version.major_version = XLA_FFI_API_MAJOR;
+  metadata->api_version.minor_version = XLA_FFI_API_MINOR;
+  return true;
+}
+
+// The address in the call's attribute `name`, vouched for by its attribute `token`: this
+// process's, or the address is not to be followed.
+static const char* address_attribute(XLA_FFI_CallFrame* frame, const char* name,
+                                     int64_t* address) {
+  int64_t token = 0;
+  if (!attribute(frame->attrs, name, address) || !attribute(frame->attrs, "token", &token))
+    return "xform native: the call has no address of its work";
+  if (token != process_token || process_token == 0)
+    return "xform native: this call was made in another process (a persistent "
+           "compilation cache?); set XFORM_JAX_CPU=callback (XFORM_JAX_CUDA on a GPU)";
+  return nullptr;
+}
+
 // Returns nullptr once `call` is filled (or the metadata query answered: then
 // `call->program` stays null), else an error message.
 static const char* read_call(XLA_FFI_CallFrame* frame, Call* call) {
   call->program = nullptr;
-  const XLA_FFI_Extension_Base* extension = frame->extension_start;
-  if (extension != nullptr && extension->type == XLA_FFI_Extension_Metadata) {
-    XLA_FFI_Metadata* metadata =
-        reinterpret_cast<const XLA_FFI_Metadata_Extension*>(extension)->metadata;
-    metadata->api_version.major_version = XLA_FFI_API_MAJOR;
-    metadata->api_version.minor_version = XLA_FFI_API_MINOR;
-    return nullptr;
-  }
-  int64_t address = 0, token = 0;
-  if (!attribute(frame->attrs, "program", &address) || !attribute(frame->attrs, "token", &token))
-    return "xform native: the call has no program";
-  if (token != process_token || process_token == 0)
-    return "xform native: this program was made in another process (a persistent "
-           "compilation cache?); set XFORM_JAX_CPU=callback (XFORM_JAX_CUDA on a GPU)";
+  if (answered_metadata(frame)) return nullptr;
+  int64_t address = 0;
+  const char* failure = address_attribute(frame, "program", &address);
+  if (failure != nullptr) return failure;
   const int64_t* program = reinterpret_cast<const int64_t*>(address);
   int64_t inputs = program[H_INPUTS], outputs = program[H_OUTPUTS];
   if (frame->args.size != inputs || frame->rets.size != outputs || inputs + outputs > MAX_BUFFERS)
@@ -406,20 +432,18 @@ const char* xform_native_run_cuda(const int64_t* program, char** bases, int64_t 
   return failure;
 }
 
-// The CUDA handler: the program's launches on XLA's stream.
-XLA_FFI_Error* xform_native_execute_cuda(XLA_FFI_CallFrame* frame) {
+// XLA's stream for this call, and the ordinal of its device (-1 where this jaxlib's API
+// cannot say).
+static XLA_FFI_Error* cuda_stream(XLA_FFI_CallFrame* frame, void** stream, int64_t* device) {
   const XLA_FFI_Api* api = frame->api;
-  Call call;
-  const char* failure = read_call(frame, &call);
-  if (failure != nullptr) return error(api, failure);
-  if (call.program == nullptr) return nullptr;
   XLA_FFI_Stream_Get_Args get;
   memset(&get, 0, sizeof(get));
   get.struct_size = XLA_FFI_Stream_Get_Args_STRUCT_SIZE;
   get.ctx = frame->ctx;
   XLA_FFI_Error* failed = api->XLA_FFI_Stream_Get(&get);
   if (failed != nullptr) return failed;
-  // The program's kernels and context are the recording device's (cuda:0).
+  *stream = get.stream;
+  *device = -1;
   XLA_FFI_DeviceOrdinal_Get_Args ordinal;
   memset(&ordinal, 0, sizeof(ordinal));
   ordinal.struct_size = XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE;
@@ -427,13 +451,101 @@ XLA_FFI_Error* xform_native_execute_cuda(XLA_FFI_CallFrame* frame) {
   bool has_ordinal = api->struct_size >= offsetof(XLA_FFI_Api, XLA_FFI_DeviceOrdinal_Get) +
                                              sizeof(void*) &&
                      api->XLA_FFI_DeviceOrdinal_Get != nullptr;
-  failed = has_ordinal ? api->XLA_FFI_DeviceOrdinal_Get(&ordinal) : nullptr;
+  if (!has_ordinal) return nullptr;
+  failed = api->XLA_FFI_DeviceOrdinal_Get(&ordinal);
+  if (failed == nullptr) *device = ordinal.device_ordinal;
+  return failed;
+}
+
+// The CUDA handler: the program's launches on XLA's stream.
+XLA_FFI_Error* xform_native_execute_cuda(XLA_FFI_CallFrame* frame) {
+  const XLA_FFI_Api* api = frame->api;
+  Call call;
+  const char* failure = read_call(frame, &call);
+  if (failure != nullptr) return error(api, failure);
+  if (call.program == nullptr) return nullptr;
+  void* stream = nullptr;
+  int64_t device = -1;
+  XLA_FFI_Error* failed = cuda_stream(frame, &stream, &device);
   if (failed != nullptr) return failed;
-  if (has_ordinal && ordinal.device_ordinal != 0)
+  // The program's kernels and context are the recording device's (cuda:0).
+  if (device > 0)
     return error(api, "xform native: CUDA programs run on device 0 only; set "
                       "XFORM_JAX_CUDA=callback");
-  failure = xform_native_run_cuda(call.program, call.bases, call.buffers, get.stream);
+  failure = xform_native_run_cuda(call.program, call.bases, call.buffers, stream);
   return failure == nullptr ? nullptr : error(api, failure);
+}
+
+// --- the Python callback, behind a guard ---------------------------------------------------
+// Where no program runs a product (none can be recorded, or none is wanted), a Python
+// function does. Called by XLA straight through ctypes, it could not catch an exception
+// raised at its own first instruction, which is where a Ctrl-C that arrived while XLA ran
+// on the main thread lands (jaxlib 0.11 on): ctypes then reports it as "ignored" and hands
+// XLA whatever its return register held, success or a wild pointer, over outputs never
+// written. So XLA calls these handlers, which call the Python function (attribute
+// `callback`) with an outcome that only its last step sets: whatever escapes it leaves the
+// outcome unset, and the call fails with CANCELLED. Nothing partial is ever returned.
+
+// One XLA buffer, as the Python function reads it.
+struct PythonBuffer {
+  void* data;
+  int64_t dtype;  // an XLA_FFI_DataType
+  int64_t rank;
+  const int64_t* dims;
+};
+
+// Sets outcome[0] last: 1 once done, 2 on an error (outcome[1] its XLA_FFI_Error_Code,
+// `message` its text). `device` is the CUDA device's ordinal, or -1 on CPU.
+typedef void (*PythonFunction)(const PythonBuffer* buffers, int64_t inputs, int64_t outputs,
+                               void* stream, int64_t device, char* message, int64_t capacity,
+                               int64_t* outcome);
+
+const int64_t MESSAGE_BYTES = 2048;
+
+static XLA_FFI_Error* call_python(XLA_FFI_CallFrame* frame, void* stream, int64_t device) {
+  const XLA_FFI_Api* api = frame->api;
+  int64_t address = 0;
+  const char* failure = address_attribute(frame, "callback", &address);
+  if (failure != nullptr) return error(api, failure);
+  int64_t inputs = frame->args.size, outputs = frame->rets.size;
+  if (inputs + outputs > MAX_BUFFERS) return error(api, "xform: too many buffers");
+  PythonBuffer buffers[MAX_BUFFERS];
+  for (int64_t k = 0; k < inputs + outputs; ++k) {
+    const XLA_FFI_Buffer* buffer = static_cast<const XLA_FFI_Buffer*>(
+        k < inputs ? frame->args.args[k] : frame->rets.rets[k - inputs]);
+    buffers[k].data = buffer->data;
+    buffers[k].dtype = buffer->dtype;
+    buffers[k].rank = buffer->rank;
+    buffers[k].dims = buffer->dims;
+  }
+  char message[MESSAGE_BYTES];
+  message[0] = 0;
+  int64_t outcome[2] = {0, 0};
+  reinterpret_cast<PythonFunction>(address)(buffers, inputs, outputs, stream, device, message,
+                                            MESSAGE_BYTES, outcome);
+  if (outcome[0] == 1) return nullptr;
+  if (outcome[0] == 2) {
+    message[MESSAGE_BYTES - 1] = 0;
+    return error(api, message, static_cast<XLA_FFI_Error_Code>(outcome[1]));
+  }
+  return error(api,
+               "xform: the Python FFI callback did not finish: an exception escaped it (a "
+               "KeyboardInterrupt at its first instruction, say), so the call has no result",
+               XLA_FFI_Error_Code_CANCELLED);
+}
+
+XLA_FFI_Error* xform_python_execute(XLA_FFI_CallFrame* frame) {
+  if (answered_metadata(frame)) return nullptr;
+  return call_python(frame, nullptr, -1);
+}
+
+XLA_FFI_Error* xform_python_execute_cuda(XLA_FFI_CallFrame* frame) {
+  if (answered_metadata(frame)) return nullptr;
+  void* stream = nullptr;
+  int64_t device = -1;
+  XLA_FFI_Error* failed = cuda_stream(frame, &stream, &device);
+  if (failed != nullptr) return failed;
+  return call_python(frame, stream, device < 0 ? 0 : device);  // an old jaxlib: device 0
 }
 
 }  // extern "C"

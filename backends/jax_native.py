@@ -19,14 +19,20 @@ It leans on Warp internals, so it is used only where it is known to work:
 
 On CUDA the same programs launch the kernels' CUfunctions on XLA's stream, with no Python
 per call (not yet declared safe for XLA's command buffers: XLA runs it between them). That
-path is written but has not yet run on a GPU: `warp.jax_callable` stays the CUDA path
-unless `XFORM_JAX_CUDA=native`, which self-tests it against the Python path on device 0
-first (programs are recorded for cuda:0; other devices get an XLA error naming the
-switch).
+path is written but has not yet run on a GPU: the Python function behind the guard (below)
+stays the CUDA path unless `XFORM_JAX_CUDA=native`, which self-tests it against the
+Python path on device 0 first (programs are recorded for cuda:0; other devices get an
+XLA error naming the switch).
+
+Where no program runs a product, a Python function does, called through the same
+library's guard (`xform_python`, `xform_python_cuda`): XLA calls C, which calls Python and
+turns whatever escapes it (a Ctrl-C at its first instruction included) into an XLA error.
+Only where the library cannot be had at all do the ops run through `warp.jax_callable`.
 
 `XFORM_JAX_CPU=native` or `=callback` forces either path (`native` raises where the
-handler cannot be had). `XFORM_JAX_NATIVE_SELF_TEST=fail` makes the self-test fail, to
-test the fallback; `XFORM_NATIVE_CACHE` names another directory for the object file.
+handler cannot be had); `=warp` (also `XFORM_JAX_CUDA=warp`) forces `warp.jax_callable`,
+the fallback. `XFORM_JAX_NATIVE_SELF_TEST=fail` makes the self-test fail, to test the
+fallback; `XFORM_NATIVE_CACHE` names another directory for the object file.
 """
 
 from __future__ import annotations
@@ -48,13 +54,18 @@ import jax
 import numpy as np
 import warp as wp
 
-from xform import _launch, _program
-from xform._layout import result_shapes
-from xform._runner import run_product
+from xform import _launch
+from xform._launch import program as _program
+from xform._launch import warp_abi
+from xform._launch.layout import result_shapes
+from xform._launch.runner import run_product
+from xform._op import Product
 
 TARGET = "xform_native"
 TARGET_CUDA = "xform_native_cuda"
-TESTED_WARP = _program.TESTED_WARP
+# The Python callback behind the library's guard, per platform.
+TARGET_PYTHON = {"cpu": "xform_python", "CUDA": "xform_python_cuda"}
+TESTED_WARP = warp_abi.TESTED_WARP
 SOURCE = Path(__file__).with_name("jax_native.cpp")
 # Warp's clang ships no C headers: the two that XLA's c_api.h includes.
 _STANDIN_HEADERS = {
@@ -71,11 +82,14 @@ class NativeUnavailable(RuntimeError):
     """The native handler cannot be used here; the message says why."""
 
 
+PATHS = ("native", "callback", "warp")
+
+
 def mode(variable: str = "XFORM_JAX_CPU", default: str = "auto") -> str:
-    """'native', 'callback' or 'auto', from XFORM_JAX_CPU (or XFORM_JAX_CUDA)."""
+    """'native', 'callback', 'warp' or 'auto', from XFORM_JAX_CPU (or XFORM_JAX_CUDA)."""
     value = os.environ.get(variable, default).strip().lower() or default
-    if value not in ("native", "callback", "auto"):
-        raise ValueError(f"{variable}={value!r}: expected 'native', 'callback' or 'auto'")
+    if value not in (*PATHS, "auto"):
+        raise ValueError(f"{variable}={value!r}: expected 'native', 'callback', 'warp' or 'auto'")
     return value
 
 
@@ -97,6 +111,8 @@ class _Library:
 
         self.execute = lookup("xform_native_execute")
         self.execute_cuda = lookup("xform_native_execute_cuda")
+        self.python = {"cpu": lookup("xform_python_execute"),
+                       "CUDA": lookup("xform_python_execute_cuda")}  # fmt: skip
         self.run_cuda = ctypes.CFUNCTYPE(
             ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p
         )(lookup("xform_native_run_cuda"))
@@ -108,11 +124,12 @@ class _Library:
         ctypes.CFUNCTYPE(None, ctypes.c_int64)(lookup("xform_native_set_token"))(self.token)
 
 
-def _compiled() -> Path:
-    """The handler's object file, compiled by Warp's clang once per source and versions."""
+def _compiled(include: str | os.PathLike | None = None) -> Path:
+    """The handler's object file, compiled by Warp's clang once per source and versions,
+    against the XLA FFI headers under `include` (by default the installed jaxlib's)."""
     from warp._src import build
 
-    include = Path(jax.ffi.include_dir())
+    include = Path(include or jax.ffi.include_dir())
     header = include / "xla" / "ffi" / "api" / "c_api.h"
     if not header.is_file():
         raise NativeUnavailable(f"jaxlib ships no XLA FFI header at {header}")
@@ -161,12 +178,12 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 @contextlib.contextmanager
 def forced(path: str):
-    """Trace xform's ops with the CPU path `path` ("native" or "callback") inside the
-    block, whatever XFORM_JAX_CPU says: for comparing the two in one process. It holds in
-    this thread (and task) only. A function already traced keeps its path (JAX caches
-    it); trace a new one."""
-    if path not in ("native", "callback"):
-        raise ValueError(f"path {path!r}: expected 'native' or 'callback'")
+    """Trace xform's ops with the path `path` ("native", "callback" or "warp") inside the
+    block, whatever XFORM_JAX_CPU (or XFORM_JAX_CUDA) says: for comparing them in one
+    process. It holds in this thread (and task) only. A function already traced keeps its
+    path (JAX caches it); trace a new one."""
+    if path not in PATHS:
+        raise ValueError(f"path {path!r}: expected 'native', 'callback' or 'warp'")
     token = _forced.set(path)
     try:
         yield
@@ -180,7 +197,7 @@ def library() -> _Library | None:
     (with one warning; where XFORM_JAX_CPU=native or `forced("native")` asks for it,
     `NativeUnavailable` instead)."""
     wanted = _forced.get() or mode()
-    if wanted == "callback":
+    if wanted in ("callback", "warp"):
         return None
     if "library" not in _state:
         with _lock:
@@ -203,15 +220,28 @@ def library() -> _Library | None:
 
 
 def _check_warp_version() -> None:
-    if not _program.warp_tested():
+    if not warp_abi.warp_tested():
         raise NativeUnavailable(
             f"warp-lang {wp.config.version} is not a version it was tested with ({TESTED_WARP})"
         )
 
 
+def _loaded() -> _Library:
+    """The compiled handler, loaded once (no version gate, no self-test: its Python
+    callback's guard relies on no Warp internals); raises where it cannot be had."""
+    if "loaded" not in _state:
+        try:
+            _state["loaded"], _state["load_error"] = _Library(_compiled()), None
+        except Exception as exc:
+            _state["loaded"], _state["load_error"] = None, exc
+    if _state["loaded"] is None:
+        raise _state["load_error"]
+    return _state["loaded"]
+
+
 def _load() -> _Library:
     _check_warp_version()
-    library = _Library(_compiled())
+    library = _loaded()
     _self_test(library)
     jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(library.execute), platform="cpu")
     return library
@@ -226,9 +256,17 @@ def program(
     """The program of one product for these shapes, or None where the launches cannot
     be recorded (then the Python callback runs them). Kept for the process's life: a
     compiled XLA executable holds its address. One per thread count too: the launches
-    split over `_launch.THREADS` tiles."""
+    split over `_launch.threads.THREADS` tiles."""
     return _program_for(
-        op, product, prefix, needed, input_shapes, output_shapes, dtype, device, _launch.THREADS
+        op,
+        product,
+        prefix,
+        needed,
+        input_shapes,
+        output_shapes,
+        dtype,
+        device,
+        _launch.threads.THREADS,
     )
 
 
@@ -248,7 +286,7 @@ def _program_for(
         int(wp.get_device(device).context or 0) if device != "cpu" else 0,
     )
     inputs = [
-        _launch.Buffer(recorder.pointer(k), tuple(s), str(np.dtype(dtype)), device, None)
+        _launch.buffers.Buffer(recorder.pointer(k), tuple(s), str(np.dtype(dtype)), device, None)
         for k, s in enumerate(input_shapes)
     ]
     outputs = []
@@ -256,7 +294,7 @@ def _program_for(
         address = recorder.pointer(len(input_shapes) + k)
         outputs.append((address, functools.partial(recorder.zero, address, nbytes)))
     try:
-        with _launch.recording(recorder):
+        with _launch.steps.recording(recorder):
             run_product(op, product, prefix, needed)(inputs, outputs)
         words = recorder.program()
     except _program.CaptureError:
@@ -307,7 +345,7 @@ def cuda_library() -> _Library | None:
         if "cuda" not in _state:
             try:
                 _check_warp_version()
-                library = _state.get("library") or _Library(_compiled())
+                library = _loaded()
                 _self_test(library, "cuda:0")
                 capsule = jax.ffi.pycapsule(library.execute_cuda)
                 jax.ffi.register_ffi_target(TARGET_CUDA, capsule, platform="CUDA")
@@ -323,6 +361,39 @@ def cuda_library() -> _Library | None:
     return _state["cuda"]
 
 
+# --- the Python callback's guard ---------------------------------------------------------------
+
+
+def python_target(platform: str = "cpu") -> tuple[str, int] | None:
+    """(FFI target, token) through which XLA calls a Python callback on `platform` ("cpu"
+    or "CUDA") behind the library's guard, registered at first use; None where
+    `warp.jax_callable` is to run it instead: where XFORM_JAX_CPU (XFORM_JAX_CUDA) or
+    `forced` ask for "warp", or the library cannot be had (then with one warning)."""
+    cpu = platform == "cpu"
+    wanted = _forced.get() or mode(*(() if cpu else ("XFORM_JAX_CUDA", "callback")))
+    if wanted == "warp":
+        return None
+    key = f"python_{platform}"
+    if key not in _state:
+        with _lock:
+            if key not in _state:
+                try:
+                    library = _loaded()
+                    capsule = jax.ffi.pycapsule(library.python[platform])
+                    jax.ffi.register_ffi_target(TARGET_PYTHON[platform], capsule, platform=platform)
+                    _state[key] = (TARGET_PYTHON[platform], library.token)
+                except Exception as exc:
+                    _state[key] = None
+                    warnings.warn(
+                        f"xform: its FFI handler is unavailable ({exc}); xform's ops run "
+                        "through warp.jax_callable, slower per call, and a Ctrl-C at the "
+                        "wrong moment may go unnoticed. XFORM_JAX_CPU=warp silences this.",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+    return _state[key]
+
+
 # --- the self-test ---------------------------------------------------------------------------
 
 
@@ -335,20 +406,22 @@ def _self_test(library: _Library, device: str = "cpu") -> None:
     if os.environ.get("XFORM_JAX_NATIVE_SELF_TEST", "") == "fail":
         raise NativeUnavailable("its self-test failed (forced by XFORM_JAX_NATIVE_SELF_TEST)")
     rng = np.random.default_rng(0)
-    big = max(_launch.PARALLEL_MIN_ELEMENTS, 1)  # split over threads, partial gradients
+    big = max(_launch.tiling.PARALLEL_MIN_ELEMENTS, 1)  # split over threads, partial gradients
     cases = [
-        ("transform_points", "forward", [(3,), (4,), (5, 3)]),
-        ("transform_points", "vjp", [(3,), (4,), (big, 3)]),
-        ("pose_multiply", "tangent", [(7, 3), (7, 4), (1, 3), (7, 4)]),
-        ("quaternion_to_matrix", "vjp", [(2, 3, 4)]),
-        ("quaternion_slerp", "vjp", [(big, 4), (big, 4), ()]),  # a one-element partial sum
+        ("transform_points", Product.FORWARD, [(3,), (4,), (5, 3)]),
+        ("transform_points", Product.VJP, [(3,), (4,), (big, 3)]),
+        ("pose_multiply", Product.TANGENT, [(7, 3), (7, 4), (1, 3), (7, 4)]),
+        ("quaternion_to_matrix", Product.VJP, [(2, 3, 4)]),
+        ("quaternion_slerp", Product.VJP, [(big, 4), (big, 4), ()]),  # a one-element partial sum
     ]
     for name, product, shapes in cases:
         for dtype in (np.float32, np.float64):
             _check_case(library, OPS[name], product, shapes, dtype, rng, device)
     # A sum over points of many chunks: partial sums, then their sum.
     sums = REGISTRATION_SUMS[False]
-    _check_case(library, sums, "forward", [(3, 5000, 3), (3, 5000, 3)], np.float64, rng, device)
+    _check_case(
+        library, sums, Product.FORWARD, [(3, 5000, 3), (3, 5000, 3)], np.float64, rng, device
+    )
 
 
 def agree(want: np.ndarray, got: np.ndarray, device: str) -> bool:
@@ -375,17 +448,17 @@ def _fill_zero(x) -> None:
 
 
 def _check_case(library, op, product, shapes, dtype, rng, device="cpu") -> None:
-    needed = tuple(o.differentiable for o in op.operands) if product == "vjp" else ()
+    needed = tuple(o.differentiable for o in op.operands) if product == Product.VJP else ()
     inputs = [rng.normal(size=s).astype(dtype) for s in shapes]
     results = [tuple(s) for s in result_shapes(op, shapes)]
-    if product == "tangent":
+    if product == Product.TANGENT:
         inputs += [rng.normal(size=s).astype(dtype) for s in shapes]
-    if product == "vjp":
+    if product == Product.VJP:
         inputs += [rng.normal(size=s).astype(dtype) for s in results]
         out_shapes = [tuple(s) for s, need in zip(shapes, needed) if need]
     else:
         out_shapes = list(results)
-    out_shapes += [tuple(s) for s in _launch.scratch_shapes(op, product, shapes)]
+    out_shapes += [tuple(s) for s in _launch.tiling.scratch_shapes(op, product, shapes)]
     shapes_in = tuple(tuple(x.shape) for x in inputs)
     compiled = program(
         op, product, 0, needed, shapes_in, tuple(out_shapes), np.dtype(dtype), device
@@ -403,7 +476,7 @@ def _check_case(library, op, product, shapes, dtype, rng, device="cpu") -> None:
 
     def python(outputs):
         buffers = [
-            _launch.Buffer(_address(x), tuple(x.shape), str(np.dtype(dtype)), device, x)
+            _launch.buffers.Buffer(_address(x), tuple(x.shape), str(np.dtype(dtype)), device, x)
             for x in inputs
         ]
         pairs = [(_address(o), functools.partial(_fill_zero, o)) for o in outputs]

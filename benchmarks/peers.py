@@ -7,6 +7,16 @@ import jax
 import jax.numpy as jnp
 import torch
 
+from .formulas import (
+    euler_xyz_quaternion,
+    quaternion_product,
+    rotation_matrix,
+    rows_gram_schmidt,
+    shepperd_quaternion,
+    svd_kabsch,
+    svd_procrustes,
+)
+
 
 def _optional(name):
     try:
@@ -18,65 +28,6 @@ def _optional(name):
 roma = _optional("roma")
 pypose = _optional("pypose")
 jaxlie = _optional("jaxlie")
-
-
-def torch_matrix(q):
-    w, x, y, z = q.unbind(-1)
-    return torch.stack(
-        [
-            torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            torch.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            torch.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )
-
-
-def torch_quat_multiply(a, b):
-    aw, ax, ay, az = a.unbind(-1)
-    bw, bx, by, bz = b.unbind(-1)
-    return torch.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        -1,
-    )
-
-
-def torch_matrix_to_quaternion(m):
-    """Shepperd's method, branch-free: all four candidates, keep the best conditioned."""
-    m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
-    t = torch.stack(
-        [1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22, 1 - m00 - m11 + m22], -1
-    )
-    wx, wy, wz = (
-        m[..., 2, 1] - m[..., 1, 2],
-        m[..., 0, 2] - m[..., 2, 0],
-        m[..., 1, 0] - m[..., 0, 1],
-    )
-    xy, xz, yz = (
-        m[..., 0, 1] + m[..., 1, 0],
-        m[..., 0, 2] + m[..., 2, 0],
-        m[..., 1, 2] + m[..., 2, 1],
-    )
-    candidates = torch.stack(
-        [
-            torch.stack([t[..., 0], wx, wy, wz], -1),
-            torch.stack([wx, t[..., 1], xy, xz], -1),
-            torch.stack([wy, xy, t[..., 2], yz], -1),
-            torch.stack([wz, xz, yz, t[..., 3]], -1),
-        ],
-        -2,
-    )
-    best = t.argmax(-1)
-    chosen = torch.gather(candidates, -2, best[..., None, None].expand(*best.shape, 1, 4))[
-        ..., 0, :
-    ]
-    q = chosen * (0.5 / torch.gather(t, -1, best[..., None]).sqrt())
-    return q * torch.where(q[..., :1] < 0, -1.0, 1.0)
 
 
 def _xyzw(q):
@@ -115,59 +66,18 @@ def _pypose_peers():
     }
 
 
-# Formulas over `xp`, torch or jax.numpy (the calls they share).
-
-
-def euler_xyz_quaternion(xp, angles):
-    """Intrinsic XYZ: q_x(a) q_y(b) q_z(c), multiplied out."""
-    c, s = xp.cos(angles / 2), xp.sin(angles / 2)
-    cx, cy, cz, sx, sy, sz = c[..., 0], c[..., 1], c[..., 2], s[..., 0], s[..., 1], s[..., 2]
-    return xp.stack(
-        [
-            cx * cy * cz - sx * sy * sz,
-            sx * cy * cz + cx * sy * sz,
-            cx * sy * cz - sx * cy * sz,
-            cx * cy * sz + sx * sy * cz,
-        ],
-        -1,
-    )
-
-
-def rows_gram_schmidt(xp, d6):
-    """pytorch3d's rotation_6d_to_matrix."""
-    a, b = d6[..., :3], d6[..., 3:]
-    first = a / (a * a).sum(-1)[..., None] ** 0.5
-    b = b - (first * b).sum(-1)[..., None] * first
-    second = b / (b * b).sum(-1)[..., None] ** 0.5
-    return xp.stack([first, second, xp.linalg.cross(first, second)], -2)
-
-
-def svd_procrustes(xp, m):
-    u, _, vt = xp.linalg.svd(m)
-    sign = xp.linalg.det(u @ vt)[..., None, None]
-    return xp.concatenate([u[..., :2], u[..., 2:] * sign], -1) @ vt
-
-
-def svd_kabsch(xp, points, targets):
-    """Centroids, the cross-covariance, its nearest rotation: (t, R)."""
-    p_mean, y_mean = points.mean(-2), targets.mean(-2)
-    cov = xp.swapaxes(targets - y_mean[..., None, :], -1, -2) @ (points - p_mean[..., None, :])
-    r = svd_procrustes(xp, cov)
-    return y_mean - (r @ p_mean[..., None])[..., 0], r
-
-
 FORMULAS = {
-    "transform_points": lambda t, q, p: p @ torch_matrix(q).T + t,
+    "transform_points": lambda t, q, p: p @ rotation_matrix(torch, q).T + t,
     "batch_transform_points": lambda t, q, p: (
-        torch.einsum("bij,bnj->bni", torch_matrix(q), p) + t[:, None]
+        torch.einsum("bij,bnj->bni", rotation_matrix(torch, q), p) + t[:, None]
     ),
     "pose_multiply": lambda t, q, t2, q2: (
-        torch.einsum("...ij,...j->...i", torch_matrix(q), t2) + t,
-        torch_quat_multiply(q, q2),
+        torch.einsum("...ij,...j->...i", rotation_matrix(torch, q), t2) + t,
+        quaternion_product(torch, q, q2),
     ),
-    "quaternion_to_matrix": torch_matrix,
-    "matrix_to_quaternion": torch_matrix_to_quaternion,
-    "quaternion_multiply": torch_quat_multiply,
+    "quaternion_to_matrix": lambda q: rotation_matrix(torch, q),
+    "matrix_to_quaternion": lambda m: shepperd_quaternion(torch, m),
+    "quaternion_multiply": lambda a, b: quaternion_product(torch, a, b),
     "euler_to_quaternion": lambda a: euler_xyz_quaternion(torch, a),
     "rotation_6d_to_matrix": lambda d6: rows_gram_schmidt(torch, d6),
     "special_procrustes": lambda m: svd_procrustes(torch, m),
@@ -180,67 +90,11 @@ for _name, _peers in (("torch", FORMULAS), ("roma", _roma_peers()), ("pypose", _
         TORCH.setdefault(_op, {})[_name] = _fn
 
 
-def jnp_matrix(q):
-    w, x, y, z = jnp.moveaxis(q, -1, 0)
-    return jnp.stack(
-        [
-            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )
-
-
 def jnp_rotate(q, v):
     """Two cross products: v + 2w (u x v) + 2 u x (u x v)."""
     w, u = q[..., :1], q[..., 1:]
     uv = jnp.cross(u, v)
     return v + 2 * w * uv + 2 * jnp.cross(u, uv)
-
-
-def jnp_quat_multiply(a, b):
-    aw, ax, ay, az = jnp.moveaxis(a, -1, 0)
-    bw, bx, by, bz = jnp.moveaxis(b, -1, 0)
-    return jnp.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        -1,
-    )
-
-
-def jnp_matrix_to_quaternion(m):
-    m00, m11, m22 = m[..., 0, 0], m[..., 1, 1], m[..., 2, 2]
-    t = jnp.stack(
-        [1 + m00 + m11 + m22, 1 + m00 - m11 - m22, 1 - m00 + m11 - m22, 1 - m00 - m11 + m22], -1
-    )
-    wx, wy, wz = (
-        m[..., 2, 1] - m[..., 1, 2],
-        m[..., 0, 2] - m[..., 2, 0],
-        m[..., 1, 0] - m[..., 0, 1],
-    )
-    xy, xz, yz = (
-        m[..., 0, 1] + m[..., 1, 0],
-        m[..., 0, 2] + m[..., 2, 0],
-        m[..., 1, 2] + m[..., 2, 1],
-    )
-    candidates = jnp.stack(
-        [
-            jnp.stack([t[..., 0], wx, wy, wz], -1),
-            jnp.stack([wx, t[..., 1], xy, xz], -1),
-            jnp.stack([wy, xy, t[..., 2], yz], -1),
-            jnp.stack([wz, xz, yz, t[..., 3]], -1),
-        ],
-        -2,
-    )
-    best = t.argmax(-1)
-    chosen = jnp.take_along_axis(candidates, best[..., None, None], -2)[..., 0, :]
-    q = chosen * (0.5 / jnp.sqrt(jnp.take_along_axis(t, best[..., None], -1)))
-    return q * jnp.where(q[..., :1] < 0, -1.0, 1.0)
 
 
 def jnp_left_jacobian(w):
@@ -260,6 +114,31 @@ def jnp_left_jacobian(w):
     return jnp.eye(3) + a * k + b * (k @ k)
 
 
+def jnp_se3_log(t, q):
+    """[rho, omega]: omega the rotation vector of q (its w >= 0 sign), rho = V(omega)^-1 t
+    with V^-1 = I - K/2 + c K^2, K = [omega]x, c = (1 - theta sin(theta) / (2 (1 -
+    cos(theta)))) / theta^2; series where theta or |q_xyz| is small."""
+    q = q * jnp.where(q[..., :1] < 0, -1.0, 1.0)
+    w, v = q[..., 0], q[..., 1:]
+    s2 = (v * v).sum(-1)
+    small = s2 < 1e-4
+    s = jnp.sqrt(jnp.where(small, 1.0, s2))
+    scale = jnp.where(small, 2 / w * (1 - s2 / (3 * w * w)), 2 * jnp.arctan2(s, w) / s)
+    omega = scale[..., None] * v
+    theta2 = (omega * omega).sum(-1)
+    near = theta2 < 1e-2
+    safe = jnp.where(near, 1.0, theta2)
+    theta = jnp.sqrt(safe)
+    c = jnp.where(
+        near,
+        1 / 12 + theta2 / 720 + theta2 * theta2 / 30240,
+        (1 - theta * jnp.sin(theta) / (2 * (1 - jnp.cos(theta)))) / safe,
+    )
+    kt = jnp.cross(omega, t)
+    rho = t - kt / 2 + c[..., None] * jnp.cross(omega, kt)
+    return jnp.concatenate([rho, omega], -1)
+
+
 def _jaxlie_peers():
     if jaxlie is None:
         return {}
@@ -276,23 +155,26 @@ def _jaxlie_peers():
 # Two jnp forms of the point ops: the rotation matrix, and two cross products.
 JAX = {
     "transform_points": {
-        "matrix": lambda t, q, p: p @ jnp_matrix(q).T + t,
+        "matrix": lambda t, q, p: p @ rotation_matrix(jnp, q).T + t,
         "cross": lambda t, q, p: jnp_rotate(q, p) + t,
     },
     "batch_transform_points": {
-        "matrix": lambda t, q, p: jnp.einsum("bij,bnj->bni", jnp_matrix(q), p) + t[:, None],
+        "matrix": lambda t, q, p: (
+            jnp.einsum("bij,bnj->bni", rotation_matrix(jnp, q), p) + t[:, None]
+        ),
         "cross": lambda t, q, p: jnp_rotate(q[:, None], p) + t[:, None],
     },
     "pose_multiply": {
         "matrix": lambda t, q, t2, q2: (
-            jnp.einsum("...ij,...j->...i", jnp_matrix(q), t2) + t,
-            jnp_quat_multiply(q, q2),
+            jnp.einsum("...ij,...j->...i", rotation_matrix(jnp, q), t2) + t,
+            quaternion_product(jnp, q, q2),
         ),
-        "cross": lambda t, q, t2, q2: (jnp_rotate(q, t2) + t, jnp_quat_multiply(q, q2)),
+        "cross": lambda t, q, t2, q2: (jnp_rotate(q, t2) + t, quaternion_product(jnp, q, q2)),
     },
-    "quaternion_to_matrix": {"matrix": jnp_matrix},
-    "matrix_to_quaternion": {"shepperd": jnp_matrix_to_quaternion},
-    "quaternion_multiply": {"formula": jnp_quat_multiply},
+    "quaternion_to_matrix": {"matrix": lambda q: rotation_matrix(jnp, q)},
+    "se3_log": {"formula": jnp_se3_log},
+    "matrix_to_quaternion": {"shepperd": lambda m: shepperd_quaternion(jnp, m)},
+    "quaternion_multiply": {"formula": lambda a, b: quaternion_product(jnp, a, b)},
     "so3_left_jacobian": {"formula": jnp_left_jacobian},
     "euler_to_quaternion": {"formula": lambda a: euler_xyz_quaternion(jnp, a)},
     "rotation_6d_to_matrix": {"formula": lambda d6: rows_gram_schmidt(jnp, d6)},
@@ -335,12 +217,12 @@ def jnp_forward_kinematics(table):
                 if kind == 1:
                     half = theta / 2
                     motion = jnp.concatenate([jnp.cos(half), jnp.sin(half) * axis], -1)
-                    turn = jnp_quat_multiply(turn, motion)
+                    turn = quaternion_product(jnp, turn, motion)
                 else:
                     shift = shift + jnp_rotate(turn, theta * axis)
             frame = quaternions[parent]
             position, quaternion = optimization_barrier(
-                (positions[parent] + jnp_rotate(frame, shift), jnp_quat_multiply(frame, turn))
+                (positions[parent] + jnp_rotate(frame, shift), quaternion_product(jnp, frame, turn))
             )
             positions.append(position)
             quaternions.append(quaternion)

@@ -44,9 +44,10 @@ sys.path.insert(0, str(REPO / "interop_examples"))
 
 import pose_graph  # noqa: E402
 from posegraph.framework import framework  # noqa: E402
-from posegraph.g2o import read_g2o  # noqa: E402
 from posegraph.problem import make_problem  # noqa: E402
-from posegraph.sparse import available_solvers  # noqa: E402
+
+from xform.optim._sparse import available_solvers  # noqa: E402
+from xform.optim.g2o import read_g2o  # noqa: E402
 
 # SE-Sync's certified optima (Rosen et al., IJRR 2019, Table 2), from the data's README.
 F_STAR = {"sphere2500": 1.687e3, "parking-garage": 1.263e0}
@@ -199,22 +200,31 @@ def solver_comparison(name: str, repeats: int) -> dict:
     of the next ones (a numeric factorisation and solve where the solver keeps the
     analysis)."""
     from posegraph.initial import chordal
-    from posegraph.optimise import _framework_functions, normal_blocks
-    from posegraph.sparse import BlockPattern, make_solver
+    from posegraph.optimise import edge_residuals_and_jacobians
 
-    fw = framework("torch")
+    from xform.optim._sparse import block_pattern, make_solver
+
+    fw = framework("numpy")
     problem = make_problem(read_g2o(DATA / f"{name}.g2o"), fw)
-    poses = fw.group(chordal(problem, fw))
-    residuals, _ = _framework_functions(fw)
-    z_inverse = fw.group(problem.measurements).inverse()
-    terms = residuals(poses, fw.index(problem.i), fw.index(problem.j), z_inverse)
-    _, h_ii, h_ij, h_jj, g_i, g_j = normal_blocks(*map(fw.numpy, terms), problem.information)
-    pattern = BlockPattern(problem.vertices, problem.group.tangent_dim, problem.i, problem.j)
-    values = pattern.assemble(h_ii, h_ij, h_jj)
+    poses = chordal(problem, fw)
+    r, j_i, j_j = edge_residuals_and_jacobians(
+        poses[problem.i], poses[problem.j], problem.measurements.inverse()
+    )
+    omega = problem.information
+    jt_i, jt_j = np.swapaxes(j_i, 1, 2), np.swapaxes(j_j, 1, 2)
+    pattern, slots = block_pattern(
+        problem.vertices - 1, problem.group.tangent_dim, problem.i - 1, problem.j - 1
+    )
+    blocks = [jt_i @ omega @ j_i, jt_i @ omega @ j_j, jt_j @ omega @ j_j]
+    values = pattern.assemble(slots, np.concatenate([b.ravel() for b in blocks]))
     values[pattern.diagonal] *= 1 + 1e-10
-    rhs = -pattern.gradient(g_i, g_j)
+    d = problem.group.tangent_dim
+    g = np.zeros((problem.vertices, d))
+    np.add.at(g, problem.i, (jt_i @ omega @ r[..., None])[..., 0])
+    np.add.at(g, problem.j, (jt_j @ omega @ r[..., None])[..., 0])
+    rhs = -g[1:].ravel()
     timings = {}
-    for solver_name in available_solvers():
+    for solver_name in [name for name in available_solvers() if name != "dense"]:
         solve = make_solver(pattern, solver_name)
         times = []
         for _ in range(repeats + 1):

@@ -48,7 +48,8 @@ from xform.backends import jax_native
 import xform
 from benchmarks.peers import JAX, TORCH
 from xform import _launch
-from xform.ops import FAMILY_FUNCTIONS
+from xform._op import Product
+from xform.ops import COMPOSITES
 
 OPS = [
     "transform_points",
@@ -146,7 +147,7 @@ def single_op(op: str, arrays) -> xform.Op | None:
         chosen.append(spec)
         return (None,) * len(spec.results)
 
-    FAMILY_FUNCTIONS[op].run(call, *arrays, *STATIC.get(op, ()))
+    COMPOSITES[op].run(call, *arrays, *STATIC.get(op, ()))
     return chosen[0] if len(chosen) == 1 else None
 
 
@@ -257,30 +258,30 @@ def warp_runner(op, arrays, backward, device):
     floor, without xform's per-call work (checks, planning, allocation, threads)."""
     spec = single_op(op, arrays)
     arrays = [wp.array(a, dtype=wp.float32, device=device) for a in arrays]
-    operands = _launch.prepare(spec, arrays)
+    operands = _launch.buffers.prepare(spec, arrays)
 
     def new(shape, fill=0.0):
         return wp.full(shape, fill, dtype=wp.float32, device=device)
 
     results = [new(operands.result_shape(k)) for k in range(len(spec.results))]
-    (tile,) = _launch._tiles(operands.plan, 1)
-    params = _launch.forward_params(operands, [r.ptr for r in results])
-    launches = [(_launch.record(spec, "forward", wp.float32, device, tile), params)]
+    (tile,) = _launch.tiling.tiles(operands.plan, 1)
+    params = _launch.products.forward_arrays(operands, [r.ptr for r in results])
+    launches = [(_launch.kernels.record(spec, Product.FORWARD, wp.float32, device, tile), params)]
     owners = [operands, results]
     if backward:
         grads = [new(s) for s in operands.shapes]
         cotangents = [new(r.shape, 1.0) for r in results]
         owners += [grads, cotangents]
-        grad_buffers = [_launch.as_buffer(spec, "grad", g) for g in grads]
-        read_params, grad_params = _launch.backward_params(
+        grad_buffers = [_launch.buffers.as_buffer(spec, "grad", g) for g in grads]
+        read_params, grad_params = _launch.products.backward_arrays(
             operands, [c.ptr for c in cotangents], grad_buffers
         )
-        launch = _launch.record(spec, "vjp", wp.float32, device, tile)
+        launch = _launch.kernels.record(spec, Product.VJP, wp.float32, device, tile)
         launches.append((launch, read_params + grad_params))
     for launch, launch_params in launches:
-        for index, ptr, element, total, _ in launch_params:
+        for a in launch_params:
             launch.set_param_at_index_from_ctype(
-                index, _launch._array_param(ptr, element, wp.float32, 0, total)
+                a.index, _launch.warp_abi.array_param(a.pointer, a.element, wp.float32, 0, a.total)
             )
 
     def run():
@@ -453,7 +454,10 @@ def format_table(rows) -> str:
 
 
 def plot(records, path: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # a bare GPU machine: the table and results.json are what count
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

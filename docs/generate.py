@@ -2,7 +2,7 @@
 
 Every op of `xform.ops.FAMILIES` gets its formula (the `doc` it was defined with, which
 also opens its docstring), the shapes of its arguments and results, and its derivatives;
-every function over ops (`FAMILY_FUNCTIONS`: the Euler conventions, rigid registration)
+every function over ops (`COMPOSITES`: the Euler conventions, rigid registration)
 the same, from its docstring. The test suite regenerates the page and fails if the
 committed file differs, so the reference cannot fall behind the ops.
 """
@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import xform
-from xform._op import OpFamily
-from xform.ops import FAMILIES, FAMILY_FUNCTIONS
+from xform._op import Composite
+from xform.ops import COMPOSITES, FAMILIES
 
 OUT = Path(__file__).with_name("api.md")
 
@@ -136,7 +136,7 @@ def _code_shape(text: str) -> str:
     return f"`{match[0]}`{_cell(text[match.end() :])}"
 
 
-def family_section(family: OpFamily) -> str:
+def family_section(family: Composite) -> str:
     """A function over ops (a static choice among them, or a chain), from its docstring."""
     heading = f"### `{family.name}{family.signature}`"
     parts = _DOC.fullmatch(family.doc)
@@ -169,7 +169,7 @@ def render() -> str:
         "sums over the points, then a solve per point set).",
         "",
     ]
-    parts += [family_section(family) for family in FAMILY_FUNCTIONS.values()]
+    parts += [family_section(family) for family in COMPOSITES.values()]
     return "\n".join(parts).rstrip() + "\n"
 
 

@@ -34,10 +34,11 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from posegraph.framework import framework  # noqa: E402
-from posegraph.g2o import read_g2o, write_g2o  # noqa: E402
 from posegraph.initial import INITIALISATIONS  # noqa: E402
 from posegraph.optimise import optimise  # noqa: E402
 from posegraph.problem import make_problem, with_poses  # noqa: E402
+
+from xform.optim.g2o import read_g2o, write_g2o  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "pose_graphs"
 

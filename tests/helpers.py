@@ -3,7 +3,7 @@
 import numpy as np
 
 import xform
-from xform._op import derived
+from xform._define import derived
 
 # Each op's derivatives as shipped (closed forms where it has them), and as derived from
 # its element function alone.

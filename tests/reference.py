@@ -15,6 +15,17 @@ from scipy.spatial.transform import Rotation
 
 from xform import OPS
 
+# The built-in ops by name, the differentiable ones, and cuRobo's point and pose ops.
+OP_NAMES = sorted(OPS)
+DIFFERENTIABLE = [n for n in OP_NAMES if OPS[n].differentiable]
+POINT_AND_POSE_OPS = [
+    "transform_points",
+    "batch_transform_points",
+    "batch_transform_points_inverse",
+    "pose_multiply",
+    "pose_inverse",
+]
+
 
 def rotation_matrix(q: np.ndarray) -> np.ndarray:
     """(..., 4) -> (..., 3, 3): |q|^2 R(q / |q|)."""
@@ -659,7 +670,7 @@ def vmap_args(name: str, rng: np.random.Generator, size: int = 4):
     return stacked, mapped
 
 
-# --- the functions over ops (xform.ops.FAMILY_FUNCTIONS) ------------------------------------
+# --- the functions over ops (xform.ops.COMPOSITES) ------------------------------------
 
 
 def _axis_quaternion(angle, axis: str):

@@ -103,3 +103,41 @@ def test_second_order_benchmark_runs_at_a_small_size(tmp_path, monkeypatch):
     assert all(r["xform hvp ms"] > 0 and r["byte floor hvp / forward"] > 1 for r in rows)
     saved = json.loads((tmp_path / "results_second_order.json").read_text())
     assert len(saved["rows"]) == len(rows)
+
+
+def test_the_jnp_se3_log_peer_is_xforms_se3_log(monkeypatch):
+    """The per-call JAX benchmark's jnp formula for se3_log computes xform's (float64),
+    at the identity, tiny angles and half turns included."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    pytest.importorskip("torch")
+    jax = pytest.importorskip("jax")
+    import numpy as np
+
+    import xform
+    from benchmarks.peers import jnp_se3_log
+
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(500, 4))
+    q[:5] = [[1, 0, 0, 0], [1, 1e-9, 0, 0], [0, 1, 0, 0], [1e-9, 0, 0, 1], [-0.5, 0.5, 0.5, 0.5]]
+    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    t = rng.normal(size=(500, 3))
+    with jax.enable_x64(True):
+        got = np.asarray(jnp_se3_log(t, q))
+    np.testing.assert_allclose(got, xform.se3_log(t, q), rtol=1e-12, atol=1e-12)
+
+
+def test_jax_calls_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    from benchmarks.jax_calls import main
+
+    ops = ["transform_points", "se3_log"]
+    args = ["--device", "cpu", "--sizes", "16", "--ops", *ops, "--out", str(tmp_path)]
+    rows = main(args)
+    assert {(r["op"], r["mode"]) for r in rows} == {
+        (op, mode) for op in ops for mode in ("forward", "forward+backward")
+    }
+    assert all(r["native ratio"] > 0 and r["callback ratio"] > 0 for r in rows)
+    saved = json.loads((tmp_path / "jax_calls.json").read_text())
+    assert saved["native path available"] and saved["loop"]

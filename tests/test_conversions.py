@@ -26,7 +26,7 @@ import jax.numpy as jnp  # noqa: E402
 import xform.backends.jax as xj  # noqa: E402
 import xform.backends.torch as xt  # noqa: E402
 
-from xform._op import derived  # noqa: E402
+from xform._define import derived  # noqa: E402
 
 FRAMEWORKS = {
     "numpy": (xform, lambda a: a, np.asarray),

@@ -1,9 +1,20 @@
 """Every op on a CUDA device, through Warp arrays, PyTorch and JAX: values against the
 float64 reference, gradients and tangents against the CPU path (itself checked against
 finite differences), gradcheck, vmap, a broadcast pose over many points (atomics into one
-address), non-contiguous inputs, zero-copy interop, and no host-device mixing.
+address), non-contiguous inputs, zero-copy interop, no host-device mixing, 0-d batches,
+the groups and a kinematic chain.
 
-Skipped where Warp sees no CUDA device; run on a GPU machine when one is at hand."""
+The GPU's routes are walked on the CPU too (device "cpu"), so that CI, which has no GPU,
+fails first where the GPU would: Warp arrays, whose allocations have no 0-d form; JAX's
+Python FFI function behind xform's guard, which the GPU runs (and which gets XLA's
+buffers, 0-d ones included, not Warp arrays); launches made whole and VJPs that add into
+a broadcast operand's gradient with the GPU's strided runs (`_launch.tiling.gpu_route`). There
+the cases are those with a 0-d operand, and a sample of the rest. The CUDA half is
+skipped where Warp sees no CUDA device; `benchmarks/gpu_check.sh` runs it on a lent GPU.
+"""
+
+import contextlib
+import sys
 
 import numpy as np
 import pytest
@@ -12,6 +23,8 @@ from helpers import VARIANTS, as_tuple, assert_matches, check_grads, variant
 from reference import leading_cases, random_args, reference, vmap_args
 
 import xform
+from xform import _launch
+from xform._op import Product
 
 try:
     import torch
@@ -20,7 +33,10 @@ try:
 except ImportError:
     torch = None
 
-pytestmark = pytest.mark.skipif(wp.get_cuda_device_count() == 0, reason="needs a CUDA device")
+HAS_CUDA = wp.get_cuda_device_count() > 0
+GPU = "cuda:0"
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+needs_torch = pytest.mark.skipif(torch is None, reason="needs PyTorch")
 
 OPS = sorted(xform.OPS)
 DIFFERENTIABLE = [n for n in OPS if xform.OPS[n].differentiable]
@@ -30,117 +46,229 @@ GRAD_CASES = [(n, c) for n in DIFFERENTIABLE for c in leading_cases(n)[::2]]
 CLOSE = {"rtol": 1e-11, "atol": 1e-11}
 
 
-def ids(cases):
-    return [f"{n}-{c}" for n, c in cases]
+def zero_d(case) -> bool:
+    """A case with a 0-d operand (the GPU's failures were all of these)."""
+    return () in case[1]
+
+
+def sample(case) -> bool:
+    """Every fifth op: the CPU's share of tests that are not about 0-d batches."""
+    return OPS.index(case if isinstance(case, str) else case[0]) % 5 == 0
+
+
+def on_devices(cases, on_cpu=zero_d):
+    """pytest params (device, *case): every case on the GPU, and those `on_cpu` picks on
+    the CPU along the GPU's route."""
+    params = []
+    for device, marks in (("cpu", ()), (GPU, needs_cuda)):
+        for case in cases:
+            if device == GPU or on_cpu(case):
+                values = case if isinstance(case, tuple) else (case,)
+                ident = "-".join(str(v) for v in values)
+                params.append(pytest.param(device, *values, marks=marks, id=f"{device}-{ident}"))
+    return params
+
+
+DEVICES = [pytest.param("cpu", id="cpu"), pytest.param(GPU, marks=needs_cuda, id=GPU)]
+
+
+@contextlib.contextmanager
+def walked(device: str):
+    """Around the calls on `device`: on the CPU, launches run as the GPU's do, and JAX
+    traces xform's ops anew to take the GPU's route, the Python function behind xform's
+    guard (not a native program). References are computed outside."""
+    if device != "cpu":
+        yield
+        return
+    jax = sys.modules.get("jax")
+    jax_native = sys.modules.get("xform.backends.jax_native")
+    forced = jax_native.forced("callback") if jax_native else contextlib.nullcontext()
+    if jax:
+        jax.clear_caches()
+    try:
+        with _launch.tiling.gpu_route(), forced:
+            yield
+    finally:
+        if jax:
+            jax.clear_caches()
+
+
+def warp_arrays(arrays, device, dtype=None):
+    return [
+        wp.array(a, dtype=dtype or wp.dtype_from_numpy(np.asarray(a).dtype), device=device)
+        for a in arrays
+    ]
+
+
+def tensors(arrays, device, requires_grad=False):
+    return [
+        torch.from_numpy(np.asarray(a)).to(device).requires_grad_(requires_grad) for a in arrays
+    ]
 
 
 def cotangents_for(name, args, rng):
     return tuple(rng.normal(size=r.shape) for r in as_tuple(getattr(xform, name)(*args)))
 
 
+def assert_warp_like(got, want) -> None:
+    """A Warp result has the shape of the NumPy one up to leading ones: Warp has no 0-d
+    arrays, so a 0-d result is one element of shape (1,), and a 0-d operand (a scalar t)
+    one of shape (1,), a batch of one."""
+    assert isinstance(got, wp.array)
+    assert got.size == want.size and ones_dropped(got.shape) == ones_dropped(want.shape), (
+        got.shape,
+        want.shape,
+    )
+
+
+def ones_dropped(shape) -> tuple:
+    shape = tuple(shape)
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
 # --- Warp arrays ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize(("name", "leadings"), CASES, ids=ids(CASES))
-def test_warp_cuda_values_match_reference(name, leadings, dtype, rng):
+@pytest.mark.parametrize(("device", "name", "leadings"), on_devices(CASES))
+def test_warp_values_match_reference(device, name, leadings, dtype, rng):
     args = random_args(name, leadings, rng, dtype)
-    gpu = [wp.array(a, dtype=wp.dtype_from_numpy(a.dtype), device="cuda:0") for a in args]
-    for got, want in zip(as_tuple(getattr(xform, name)(*gpu)), reference(name, args)):
-        assert isinstance(got, wp.array) and str(got.device) == "cuda:0"
+    with walked(device):
+        results = as_tuple(getattr(xform, name)(*warp_arrays(args, device)))
+    for got, want in zip(results, reference(name, args)):
+        assert_warp_like(got, want)
+        assert str(got.device) == device
         assert_matches(got.numpy().reshape(want.shape), want, dtype)
 
 
 @pytest.mark.parametrize("which", VARIANTS)
-@pytest.mark.parametrize(("name", "leadings"), GRAD_CASES, ids=ids(GRAD_CASES))
-def test_warp_cuda_vjp_and_jvp_match_cpu(name, leadings, which, rng):
+@pytest.mark.parametrize(("device", "name", "leadings"), on_devices(GRAD_CASES))
+def test_warp_vjp_and_jvp_match_cpu(device, name, leadings, which, rng):
     """With the closed forms and as derived from the element function (Warp's adjoint,
-    compiled for the GPU by NVRTC)."""
+    compiled for the GPU by NVRTC). A 0-d cotangent or tangent is a Warp array of one
+    element, as Warp has no 0-d arrays (and a scalar operand a batch of one)."""
     op = variant(name, which)
     args = random_args(name, leadings, rng)
     cotangents = cotangents_for(name, args, rng)
     tangents = [rng.normal(size=a.shape) for a in args]
+    expected_vjp = xform.vjp(name, args, cotangents)
+    expected_jvp = as_tuple(xform.jvp(name, args, tangents))
 
-    def gpu(arrays):
-        return [wp.array(a, dtype=wp.float64, device="cuda:0") for a in arrays]
+    def on_device(arrays):
+        return warp_arrays(arrays, device, wp.float64)
 
-    for got, want in zip(
-        xform.vjp(op, gpu(args), gpu(cotangents)), xform.vjp(name, args, cotangents)
-    ):
+    with walked(device):
+        vjp = xform.vjp(op, on_device(args), on_device(cotangents))
+        jvp = as_tuple(xform.jvp(op, on_device(args), on_device(tangents)))
+    for got, want in zip(vjp, expected_vjp):
         np.testing.assert_allclose(got.numpy().reshape(want.shape), want, **CLOSE)
-    expected = as_tuple(xform.jvp(name, args, tangents))
-    for got, want in zip(as_tuple(xform.jvp(op, gpu(args), gpu(tangents))), expected):
+    for got, want in zip(jvp, expected_jvp):
         np.testing.assert_allclose(got.numpy().reshape(want.shape), want, **CLOSE)
 
 
-@pytest.mark.parametrize(
-    ("name", "leadings"),
-    [
-        ("transform_points", [(), (), (1 << 20,)]),  # one pose: every lane shares it
-        ("batch_transform_points", [(1000,), (1,), (1000, 300)]),  # a shared quaternion
-        ("batch_transform_points_inverse", [(300,), (300,), (300, 1000)]),
-        ("pose_multiply", [(1,), (1,), (1 << 16,), (1 << 16,)]),  # cuRobo's TransformPose
-    ],
-)
-def test_warp_cuda_shared_gradients_match_cpu(name, leadings, rng):
+def test_warp_scalar_results_round_trip(rng):
+    """A 0-d result comes as one element of shape (1,), and goes back as a cotangent;
+    so does a scalar t of shape (1,) against quaternions of shape (4,)."""
+    q = rng.normal(size=4)
+    angle = xform.rotation_angle(wp.array(q, dtype=wp.float64))
+    assert angle.shape == (1,)
+    (grad,) = xform.vjp("rotation_angle", [wp.array(q, dtype=wp.float64)], [angle])
+    want = xform.vjp("rotation_angle", [q], [np.asarray(xform.rotation_angle(q))])[0]
+    np.testing.assert_allclose(grad.numpy(), want, rtol=1e-12)
+    q1, q2 = rng.normal(size=(2, 4))
+    t = wp.array(np.array([0.3]), dtype=wp.float64)
+    args = [wp.array(q1, dtype=wp.float64), wp.array(q2, dtype=wp.float64), t]
+    assert xform.quaternion_slerp(*args).shape == (1, 4)
+    g = np.ones(4)
+    got = xform.vjp("quaternion_slerp", args, [wp.array(g, dtype=wp.float64)])
+    for a, b in zip(got, xform.vjp("quaternion_slerp", [q1, q2, np.array(0.3)], [g])):
+        np.testing.assert_allclose(a.numpy().reshape(b.shape), b, rtol=1e-12)
+    with pytest.raises(ValueError, match="cotangent of 'out_angle' has shape \\(2,\\)"):
+        xform.vjp("rotation_angle", [wp.array(q, dtype=wp.float64)], [wp.zeros(2, wp.float64)])
+
+
+SHARED = [
+    ("transform_points", [(), (), (1 << 20,)]),  # one pose: every lane shares it
+    ("batch_transform_points", [(1000,), (1,), (1000, 300)]),  # a shared quaternion
+    ("batch_transform_points_inverse", [(300,), (300,), (300, 1000)]),
+    ("pose_multiply", [(1,), (1,), (1 << 16,), (1 << 16,)]),  # cuRobo's TransformPose
+]
+
+
+@pytest.mark.parametrize(("device", "name", "leadings"), on_devices(SHARED, lambda c: True))
+def test_warp_shared_gradients_match_cpu(device, name, leadings, rng):
     """Gradients that many launch indices add into: strided runs summed in registers,
     then lanes of a warp that share an element summed with shuffles (SHARED_ADD)."""
     args = random_args(name, leadings, rng)
     cotangents = cotangents_for(name, args, rng)
-    gpu = [wp.array(a, dtype=wp.float64, device="cuda:0") for a in (*args, *cotangents)]
-    got = xform.vjp(name, gpu[: len(args)], tuple(gpu[len(args) :]))
-    for g, want in zip(got, xform.vjp(name, args, cotangents)):
+    expected = xform.vjp(name, args, cotangents)
+    arrays = warp_arrays([*args, *cotangents], device, wp.float64)
+    with walked(device):
+        got = xform.vjp(name, arrays[: len(args)], tuple(arrays[len(args) :]))
+    for g, want in zip(got, expected):
         tolerance = {"rtol": 1e-9, "atol": 1e-11 * np.abs(want).max()}  # sums in other orders
         np.testing.assert_allclose(g.numpy().reshape(want.shape), want, **tolerance)
+
+
+def test_the_gpu_route_runs_strided_runs_on_the_cpu():
+    """What the CPU half of this file relies on: the GPU's grid for a shared gradient."""
+    op = xform.OPS["transform_points"]
+    plan = _launch.buffers.cached_plan(op, ((3,), (4,), (1 << 16, 3)), 0)
+    (tile,) = _launch.tiling.tiles(plan, 1)
+    assert _launch.tiling.run_shape(op, Product.VJP, "cpu", tile) == (_launch.tiling.CPU_RUN, 1)
+    with _launch.tiling.gpu_route():
+        assert _launch.tiling.run_shape(op, Product.VJP, "cpu", tile) == (
+            _launch.tiling.GPU_RUN,
+            (1 << 16) // _launch.tiling.GPU_RUN,
+        )
+        operands = _launch.buffers.prepare(op, [np.zeros(3), np.zeros(4), np.zeros((1 << 20, 3))])
+        assert _launch.tiling.parts(operands) == 1
 
 
 # --- PyTorch -------------------------------------------------------------------------------
 
 
-torch_cuda = pytest.mark.skipif(
-    torch is None or not torch.cuda.is_available(), reason="needs PyTorch with CUDA"
-)
-
-
-def cuda_tensors(arrays, requires_grad=False):
-    return [torch.from_numpy(np.asarray(a)).cuda().requires_grad_(requires_grad) for a in arrays]
-
-
-@pytest.mark.parametrize(("name", "leadings"), GRAD_CASES, ids=ids(GRAD_CASES))
-@torch_cuda
-def test_torch_cuda_values_gradients_and_tangents_match_cpu(name, leadings, rng):
+@pytest.mark.parametrize(("device", "name", "leadings"), on_devices(GRAD_CASES))
+@needs_torch
+def test_torch_values_gradients_and_tangents_match_cpu(device, name, leadings, rng):
     args = random_args(name, leadings, rng)
     cotangents = cotangents_for(name, args, rng)
     tangents = [rng.normal(size=a.shape) for a in args]
-    inputs = cuda_tensors(args, requires_grad=True)
-    results = as_tuple(getattr(xt, name)(*inputs))
+    expected_vjp = xform.vjp(name, args, cotangents)
+    expected_jvp = as_tuple(xform.jvp(name, args, tangents))
+    inputs = tensors(args, device, requires_grad=True)
+    with walked(device):
+        results = as_tuple(getattr(xt, name)(*inputs))
+        grads = torch.autograd.grad(results, inputs, tensors(cotangents, device))
+        _, jvps = torch.func.jvp(
+            lambda *a: getattr(xt, name)(*a),
+            tuple(t.detach() for t in inputs),
+            tuple(tensors(tangents, device)),
+        )
     for got, want in zip(results, reference(name, args)):
-        assert got.device.type == "cuda"
+        assert got.device.type == torch.device(device).type and got.shape == want.shape
         assert_matches(got.detach().cpu().numpy(), want, np.float64)
-    grads = torch.autograd.grad(results, inputs, cuda_tensors(cotangents))
-    for got, want in zip(grads, xform.vjp(name, args, cotangents)):
+    for got, want in zip(grads, expected_vjp):
         np.testing.assert_allclose(got.cpu().numpy(), want, **CLOSE)
-    _, jvps = torch.func.jvp(
-        lambda *a: getattr(xt, name)(*a),
-        tuple(t.detach() for t in inputs),
-        tuple(cuda_tensors(tangents)),
-    )
-    for got, want in zip(as_tuple(jvps), as_tuple(xform.jvp(name, args, tangents))):
+    for got, want in zip(as_tuple(jvps), expected_jvp):
         np.testing.assert_allclose(got.cpu().numpy(), want, **CLOSE)
 
 
-@pytest.mark.parametrize("name", DIFFERENTIABLE)
-@torch_cuda
-def test_torch_cuda_gradcheck(name, rng):
-    args = cuda_tensors(random_args(name, leading_cases(name)[3], rng), True)
-    assert torch.autograd.gradcheck(getattr(xt, name), args, check_forward_ad=True)
+@pytest.mark.parametrize(("device", "name"), on_devices(DIFFERENTIABLE, sample))
+@needs_torch
+def test_torch_gradcheck(device, name, rng):
+    args = tensors(random_args(name, leading_cases(name)[3], rng), device, True)
+    with walked(device):
+        assert torch.autograd.gradcheck(getattr(xt, name), args, check_forward_ad=True)
 
 
-@pytest.mark.parametrize("name", DIFFERENTIABLE)
-@torch_cuda
-def test_torch_cuda_vmap_of_grad(name, rng):
+@pytest.mark.parametrize(("device", "name"), on_devices(DIFFERENTIABLE, sample))
+@needs_torch
+def test_torch_vmap_of_grad(device, name, rng):
     stacked, mapped = vmap_args(name, rng)
-    inputs = cuda_tensors(stacked)
+    inputs = tensors(stacked, device)
     fn = getattr(xt, name)
 
     def loss(*a):
@@ -148,38 +276,44 @@ def test_torch_cuda_vmap_of_grad(name, rng):
 
     assert mapped[0]  # grad differentiates the first argument, mapped in every sample
     in_dims = tuple(0 if m else None for m in mapped)
-    batched = torch.func.vmap(torch.func.grad(loss), in_dims=in_dims)(*inputs)
+    with walked(device):
+        batched = torch.func.vmap(torch.func.grad(loss), in_dims=in_dims)(*inputs)
     for k in range(stacked[0].shape[0]):
-        sample = [x[k] if m else x for x, m in zip(inputs, mapped)]
-        torch.testing.assert_close(batched[k], torch.func.grad(loss)(*sample))
+        sample_args = [x[k] if m else x for x, m in zip(inputs, mapped)]
+        torch.testing.assert_close(batched[k], torch.func.grad(loss)(*sample_args))
 
 
-@torch_cuda
-def test_torch_cuda_one_pose_over_a_million_points(rng):
+@pytest.mark.parametrize("device", DEVICES)
+@needs_torch
+def test_torch_one_pose_over_a_million_points(device, rng):
     """Every point adds into the same pose gradient: atomics into one address."""
     args = random_args("transform_points", [(), (), (1 << 20,)], rng)
     cotangent = rng.normal(size=(1 << 20, 3))
-    inputs = cuda_tensors(args, requires_grad=True)
-    out = xt.transform_points(*inputs)
-    grads = torch.autograd.grad(out, inputs, torch.from_numpy(cotangent).cuda())
-    for got, want in zip(grads, xform.vjp("transform_points", args, cotangent)):
+    expected = xform.vjp("transform_points", args, cotangent)
+    inputs = tensors(args, device, requires_grad=True)
+    with walked(device):
+        out = xt.transform_points(*inputs)
+        grads = torch.autograd.grad(out, inputs, torch.from_numpy(cotangent).to(device))
+    for got, want in zip(grads, expected):
         np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-9, atol=1e-9)
 
 
-@torch_cuda
+@needs_cuda
+@needs_torch
 def test_torch_cuda_non_contiguous_inputs(rng):
     t, q, p = random_args("batch_transform_points", [(4,), (4,), (4, 9)], rng)
     wide = torch.from_numpy(np.concatenate([p, p], -1)).cuda()[..., ::2]
     assert not wide.is_contiguous()
-    got = xt.batch_transform_points(*cuda_tensors([t, q]), wide)
+    got = xt.batch_transform_points(*tensors([t, q], GPU), wide)
     want = xform.batch_transform_points(t, q, np.ascontiguousarray(wide.cpu().numpy()))
     np.testing.assert_allclose(got.cpu().numpy(), want, **CLOSE)
 
 
-@torch_cuda
+@needs_cuda
+@needs_torch
 def test_torch_cuda_values_gradients_and_current_stream(rng):
     args = random_args("batch_transform_points", [(4,), (4,), (4, 100)], rng)
-    gpu = cuda_tensors(args, requires_grad=True)
+    gpu = tensors(args, GPU, requires_grad=True)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -193,9 +327,10 @@ def test_torch_cuda_values_gradients_and_current_stream(rng):
         np.testing.assert_allclose(a.grad.cpu().numpy(), e, **CLOSE)
 
 
-@torch_cuda
+@needs_cuda
+@needs_torch
 def test_torch_cuda_graph_capture_with_buffers(rng):
-    t, q, p = cuda_tensors(random_args("transform_points", [(1,), (1,), (1000,)], rng))
+    t, q, p = tensors(random_args("transform_points", [(1,), (1,), (1000,)], rng), GPU)
     out = torch.empty(1000, 3, dtype=torch.float64, device="cuda")
     xt.transform_points(t, q, p, out_points=out)  # warm-up: kernels loaded
     torch.cuda.synchronize()
@@ -208,16 +343,18 @@ def test_torch_cuda_graph_capture_with_buffers(rng):
     torch.testing.assert_close(out, xt.transform_points(t, q, p), rtol=0, atol=0)
 
 
-@torch_cuda
+@needs_cuda
+@needs_torch
 def test_torch_cuda_and_cpu_mixed_raise(rng):
     t, q = [torch.from_numpy(a) for a in random_args("pose_inverse", [(2,), (2,)], rng)]
     with pytest.raises(ValueError, match="'quaternion' is on cuda:0 but 'position' is on cpu"):
         xt.pose_inverse(t, q.cuda())
 
 
+@needs_cuda
 def test_warp_cuda_and_cpu_mixed_raise(rng):
     t, q = random_args("pose_inverse", [(2,), (2,)], rng)
-    q = wp.array(q, dtype=wp.float64, device="cuda:0")
+    q = wp.array(q, dtype=wp.float64, device=GPU)
     with pytest.raises(ValueError, match="'quaternion' is on cuda:0 but 'position' is on cpu"):
         xform.pose_inverse(wp.array(t, dtype=wp.float64, device="cpu"), q)
 
@@ -225,46 +362,53 @@ def test_warp_cuda_and_cpu_mixed_raise(rng):
 # --- JAX -----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def jax_gpu():
+@pytest.fixture
+def jax_on(device):
+    """(jax, the JAX device of `device`)."""
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
+    pytest.importorskip("xform.backends.jax")
+    if device == "cpu":
+        return jax, jax.devices("cpu")[0]
     try:
         (gpu, *_) = jax.devices("gpu")
     except RuntimeError:
         pytest.skip("JAX sees no GPU")
-    pytest.importorskip("xform.backends.jax")
     return jax, gpu
 
 
-@pytest.mark.parametrize(("name", "leadings"), GRAD_CASES, ids=ids(GRAD_CASES))
-def test_jax_gpu_values_gradients_and_tangents_match_cpu(jax_gpu, name, leadings, rng):
+@pytest.mark.parametrize(("device", "name", "leadings"), on_devices(GRAD_CASES))
+def test_jax_values_gradients_and_tangents_match_cpu(jax_on, device, name, leadings, rng):
     import xform.backends.jax as xj
 
-    jax, gpu = jax_gpu
+    jax, where = jax_on
     args = random_args(name, leadings, rng)
     cotangents = cotangents_for(name, args, rng)
     tangents = [rng.normal(size=a.shape) for a in args]
+    expected_vjp = xform.vjp(name, args, cotangents)
+    expected_jvp = as_tuple(xform.jvp(name, args, tangents))
     fn = jax.jit(getattr(xj, name))
-    inputs = [jax.device_put(a, gpu) for a in args]
-    results, pullback = jax.vjp(fn, *inputs)
-    for got, want in zip(as_tuple(results), reference(name, args)):
-        assert got.devices() == {gpu}
-        assert_matches(np.asarray(got), want, np.float64)
+    inputs = [jax.device_put(a, where) for a in args]
     single = len(cotangents) == 1
-    grads = jax.jit(pullback)(cotangents[0] if single else cotangents)
-    for got, want in zip(grads, xform.vjp(name, args, cotangents)):
+    with walked(device):
+        results, pullback = jax.vjp(fn, *inputs)
+        grads = jax.jit(pullback)(cotangents[0] if single else cotangents)
+        _, jvps = jax.jit(lambda *a: jax.jvp(fn, a, tuple(tangents)))(*inputs)
+        jax.block_until_ready((results, grads, jvps))
+    for got, want in zip(as_tuple(results), reference(name, args)):
+        assert got.devices() == {where} and got.shape == want.shape
+        assert_matches(np.asarray(got), want, np.float64)
+    for got, want in zip(grads, expected_vjp):
         np.testing.assert_allclose(np.asarray(got), want, **CLOSE)
-    _, jvps = jax.jit(lambda *a: jax.jvp(fn, a, tuple(tangents)))(*inputs)
-    for got, want in zip(as_tuple(jvps), as_tuple(xform.jvp(name, args, tangents))):
+    for got, want in zip(as_tuple(jvps), expected_jvp):
         np.testing.assert_allclose(np.asarray(got), want, **CLOSE)
 
 
-@pytest.mark.parametrize("name", DIFFERENTIABLE)
-def test_jax_gpu_jit_vmap_grad(jax_gpu, name, rng):
+@pytest.mark.parametrize(("device", "name"), on_devices(DIFFERENTIABLE, sample))
+def test_jax_jit_vmap_grad(jax_on, device, name, rng):
     import xform.backends.jax as xj
 
-    jax, gpu = jax_gpu
+    jax, where = jax_on
     stacked, mapped = vmap_args(name, rng)
     fn = getattr(xj, name)
 
@@ -272,44 +416,210 @@ def test_jax_gpu_jit_vmap_grad(jax_gpu, name, rng):
         return sum((r**2).sum() for r in as_tuple(fn(*a)))
 
     in_axes = tuple(0 if m else None for m in mapped)
-    inputs = [jax.device_put(a, gpu) for a in stacked]
-    batched = jax.jit(jax.vmap(jax.grad(loss), in_axes=in_axes))(*inputs)
+    inputs = [jax.device_put(a, where) for a in stacked]
+    with walked(device):
+        batched = jax.block_until_ready(jax.jit(jax.vmap(jax.grad(loss), in_axes=in_axes))(*inputs))
     with jax.default_device(jax.devices("cpu")[0]):
         for k in range(stacked[0].shape[0]):
-            sample = [a[k] if m else a for a, m in zip(stacked, mapped)]
-            expected = jax.grad(loss)(*sample)
+            sample_args = [a[k] if m else a for a, m in zip(stacked, mapped)]
+            expected = jax.grad(loss)(*sample_args)
             np.testing.assert_allclose(np.asarray(batched[k]), np.asarray(expected), **CLOSE)
+
+
+FALLBACK = [
+    ("rotation_angle", [()]),
+    ("quaternion_geodesic_distance", [(), ()]),
+    ("quaternion_slerp", [(), (), ()]),
+    ("pose_interpolate", [(), (), (), (), ()]),
+    ("transform_points", [(), (), (5,)]),
+]
+
+
+@pytest.mark.parametrize(("name", "leadings"), FALLBACK)
+def test_jax_through_warps_callable_takes_0d_arrays(name, leadings, rng):
+    """Where xform's guard cannot be had, warp.jax_callable runs the Python function: it
+    takes no 0-d arrays, so those go as one element (on the CPU here, as on the GPU)."""
+    jax = pytest.importorskip("jax")
+    xj = pytest.importorskip("xform.backends.jax")
+    from xform.backends import jax_native
+
+    args = random_args(name, leadings, rng)
+    cotangents = cotangents_for(name, args, rng)
+    fn = jax.jit(getattr(xj, name))
+    jax.clear_caches()
+    try:
+        with jax_native.forced("warp"):
+            results, pullback = jax.vjp(fn, *args)
+            grads = pullback(cotangents[0] if len(cotangents) == 1 else cotangents)
+    finally:
+        jax.clear_caches()
+    for got, want in zip(as_tuple(results), reference(name, args)):
+        assert got.shape == want.shape
+        assert_matches(np.asarray(got), want, np.float64)
+    for got, want in zip(grads, xform.vjp(name, args, cotangents)):
+        np.testing.assert_allclose(np.asarray(got), want, **CLOSE)
+
+
+# --- groups and a kinematic chain ------------------------------------------------------------
+
+GROUP_TANGENTS = {"SO2": 1, "SE2": 3, "SO3": 3, "SE3": 6}
+GROUP_CASES = [(g, b) for g in GROUP_TANGENTS for b in ((), (3,))]
+
+
+def group_outputs(group, tangents, points, t):
+    """A round of a group's methods: compose, invert, log, act and interpolate (with a
+    scalar t); the arrays of what they give."""
+    x, y = group.exp(tangents[0]), group.exp(tangents[1])
+    return [(x @ y.inverse()).log(), x.apply(points), x.interpolate(y, t).log()]
+
+
+def group_inputs(name, batch, rng):
+    dof = GROUP_TANGENTS[name]
+    dim = 2 if name.endswith("2") else 3
+    return rng.normal(size=(2, *batch, dof)) * 0.7, rng.normal(size=(*batch, dim)), 0.3
+
+
+@pytest.mark.parametrize(("device", "name", "batch"), on_devices(GROUP_CASES, lambda c: c[1] == ()))
+@needs_torch
+def test_groups_through_torch_match_the_cpu(device, name, batch, rng):
+    group = getattr(xform, name)
+    tangents, points, t = group_inputs(name, batch, rng)
+
+    def outputs_and_grads(where, route):
+        x = tensors([tangents, points, np.array(t)], where, requires_grad=True)
+        with route:
+            out = group_outputs(group, x[0], x[1], x[2])
+            grads = torch.autograd.grad(sum(o.sum() for o in out), x)
+        return [o.detach().cpu().numpy() for o in out] + [g.cpu().numpy() for g in grads]
+
+    want = outputs_and_grads("cpu", contextlib.nullcontext())
+    got = outputs_and_grads(device, walked(device))
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, **CLOSE)
+
+
+@pytest.mark.parametrize(("device", "name", "batch"), on_devices(GROUP_CASES, lambda c: c[1] == ()))
+def test_groups_through_jax_match_the_cpu(jax_on, device, name, batch, rng):
+    jax, where = jax_on
+    group = getattr(xform, name)
+    tangents, points, t = group_inputs(name, batch, rng)
+
+    def loss(tangents, points, t):
+        return sum(o.sum() for o in group_outputs(group, tangents, points, t))
+
+    def run(args):
+        out = jax.jit(lambda *a: group_outputs(group, *a))(*args)
+        grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(*args)
+        return [np.asarray(x) for x in [*out, *grads]]
+
+    with jax.default_device(jax.devices("cpu")[0]):
+        want = run([tangents, points, np.array(t)])
+    with walked(device):
+        got = run([jax.device_put(np.asarray(a), where) for a in (tangents, points, t)])
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, **CLOSE)
+
+
+def kinematic_chain():
+    from test_kinematics import TREE
+
+    return xform.kinematics.Chain.from_urdf(TREE)
+
+
+def chain_expected(chain, q):
+    """Link poses and the tip's Jacobian on NumPy, and the gradient of the sum of the
+    tip's position, which is the sum of the Jacobian's linear rows."""
+    poses = chain.forward_kinematics(q)
+    jacobian = np.asarray(chain.jacobian(q, "tip"))
+    return [np.asarray(poses.position), np.asarray(poses.quaternion), jacobian], jacobian[
+        ..., :3, :
+    ].sum(-2)
+
+
+@pytest.mark.parametrize("batch", [(), (4,)])
+@pytest.mark.parametrize("device", DEVICES)
+def test_kinematics_through_jax_match_numpy(jax_on, device, batch, rng):
+    """Forward kinematics, the Jacobian (its link index a 0-d operand) and a gradient,
+    jitted, with and without a batch."""
+    jax, where = jax_on
+    chain = kinematic_chain()
+    q = rng.uniform(-1, 1, size=(*batch, chain.dof))
+    want, want_grad = chain_expected(chain, q)
+
+    def tip(q):
+        return chain.forward_kinematics(q, links=["tip"]).position.sum()
+
+    with walked(device):
+        x = jax.device_put(q, where)
+        poses = jax.jit(chain.forward_kinematics)(x)
+        jacobian = jax.jit(lambda q: chain.jacobian(q, "tip"))(x)
+        grad = jax.jit(jax.grad(tip) if not batch else jax.vmap(jax.grad(tip)))(x)
+    for g, w in zip([poses.position, poses.quaternion, jacobian], want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(np.asarray(g), w, **CLOSE)
+    np.testing.assert_allclose(np.asarray(grad), want_grad, **CLOSE)
+
+
+@pytest.mark.parametrize("batch", [(), (4,)])
+@pytest.mark.parametrize("device", DEVICES)
+@needs_torch
+def test_kinematics_through_torch_match_numpy(device, batch, rng):
+    chain = kinematic_chain()
+    q = rng.uniform(-1, 1, size=(*batch, chain.dof))
+    want, want_grad = chain_expected(chain, q)
+    (x,) = tensors([q], device, requires_grad=True)
+    with walked(device):
+        poses = chain.forward_kinematics(x)
+        jacobian = chain.jacobian(x, "tip")
+        (grad,) = torch.autograd.grad(
+            chain.forward_kinematics(x, links=["tip"]).position.sum(), [x]
+        )
+    for g, w in zip([poses.position, poses.quaternion, jacobian], want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g.detach().cpu().numpy(), w, **CLOSE)
+    np.testing.assert_allclose(grad.cpu().numpy(), want_grad, **CLOSE)
 
 
 # --- user ops --------------------------------------------------------------------------
 
 
-@torch_cuda
-def test_user_ops_on_cuda_through_torch(rng):
+@pytest.mark.parametrize("device", DEVICES)
+@needs_torch
+def test_user_ops_through_torch(device, rng):
     from test_define_op import POLAR, SCALED_ROTATE
 
     shapes = [(5, 4), (5, 3), (5,)]
-    args = cuda_tensors([rng.normal(size=s) for s in shapes], requires_grad=True)
-    assert torch.autograd.gradcheck(SCALED_ROTATE, args, check_forward_ad=True)
-    (v,) = cuda_tensors([rng.normal(size=(6, 3))], requires_grad=True)
-    assert torch.autograd.gradcheck(POLAR, [v], check_forward_ad=True)
+    args = tensors([rng.normal(size=s) for s in shapes], device, requires_grad=True)
+    (v,) = tensors([rng.normal(size=(6, 3))], device, requires_grad=True)
+    with walked(device):
+        assert torch.autograd.gradcheck(SCALED_ROTATE, args, check_forward_ad=True)
+        assert torch.autograd.gradcheck(POLAR, [v], check_forward_ad=True)
 
 
-def test_user_ops_on_gpu_through_jax(jax_gpu, rng):
+@pytest.mark.parametrize("device", DEVICES)
+def test_user_ops_through_jax(jax_on, device, rng):
     from test_define_op import POLAR, SCALED_ROTATE
 
-    jax, gpu = jax_gpu
-    args = [jax.device_put(rng.normal(size=s), gpu) for s in [(5, 4), (5, 3), (5,)]]
-    check_grads(jax.jit(SCALED_ROTATE), args)
-    check_grads(POLAR, [jax.device_put(rng.normal(size=(6, 3)), gpu)], modes=["rev"])
+    jax, where = jax_on
+    args = [jax.device_put(rng.normal(size=s), where) for s in [(5, 4), (5, 3), (5,)]]
+    with walked(device):
+        check_grads(jax.jit(SCALED_ROTATE), args)
+        check_grads(POLAR, [jax.device_put(rng.normal(size=(6, 3)), where)], modes=["rev"])
 
 
 # --- interop ---------------------------------------------------------------------------
 
 
-@torch_cuda
-def test_cuda_interop_is_zero_copy(jax_gpu, rng):
-    jax, gpu = jax_gpu
+@needs_cuda
+@needs_torch
+def test_cuda_interop_is_zero_copy(rng):
+    jax = pytest.importorskip("jax")
+    try:
+        (gpu, *_) = jax.devices("gpu")
+    except RuntimeError:
+        pytest.skip("JAX sees no GPU")
     x = torch.from_numpy(rng.normal(size=(64, 3))).cuda()
     as_jax = xform.to_jax(x)
     assert as_jax.devices() == {gpu}
@@ -317,7 +627,7 @@ def test_cuda_interop_is_zero_copy(jax_gpu, rng):
     back = xform.to_torch(as_jax)
     assert back.device.type == "cuda" and back.data_ptr() == x.data_ptr()
     as_warp = xform.to_warp(x)
-    assert str(as_warp.device) == "cuda:0" and as_warp.ptr == x.data_ptr()
+    assert str(as_warp.device) == GPU and as_warp.ptr == x.data_ptr()
     np.testing.assert_array_equal(np.asarray(as_jax), x.cpu().numpy())
 
 
@@ -331,33 +641,38 @@ def registration_problem(rng, batch=3, n=20_000):
 
 
 @pytest.mark.parametrize("scale", [False, True])
-def test_warp_cuda_registration_matches_cpu_and_repeats_bit_for_bit(scale, rng):
+@pytest.mark.parametrize("device", DEVICES)
+def test_warp_registration_matches_cpu_and_repeats_bit_for_bit(device, scale, rng):
     """Sums of 20000 points in chunks: the same values as the CPU to rounding, and the
     same bits call after call (partial sums in order, no atomics)."""
     arrays = registration_problem(rng)
     expected = xform.rigid_registration(*arrays, scale=scale)
-    gpu = [wp.array(a, dtype=wp.float64, device="cuda:0") for a in arrays]
-    first = [r.numpy() for r in xform.rigid_registration(*gpu, scale=scale)]
+    on_device = warp_arrays(arrays, device, wp.float64)
+    with walked(device):
+        first = [r.numpy() for r in xform.rigid_registration(*on_device, scale=scale)]
+        again = [
+            [r.numpy() for r in xform.rigid_registration(*on_device, scale=scale)] for _ in range(3)
+        ]
     for got, want in zip(first, expected):
         np.testing.assert_allclose(got.reshape(want.shape), want, **CLOSE)
-    for _ in range(3):
-        again = xform.rigid_registration(*gpu, scale=scale)
-        for a, b in zip(again, first):
-            np.testing.assert_array_equal(a.numpy(), b)
+    for repeat in again:
+        for a, b in zip(repeat, first):
+            np.testing.assert_array_equal(a, b)
 
 
-@torch_cuda
+@needs_cuda
+@needs_torch
 def test_torch_cuda_registration_and_euler(rng):
     arrays = registration_problem(rng, batch=2, n=300)
-    tensors = cuda_tensors(list(arrays), requires_grad=True)
-    out = xt.rigid_registration(*tensors, scale=True)
+    tensors_ = tensors(list(arrays), GPU, requires_grad=True)
+    out = xt.rigid_registration(*tensors_, scale=True)
     for got, want in zip(out, xform.rigid_registration(*arrays, scale=True)):
         np.testing.assert_allclose(got.detach().cpu().numpy(), want, **CLOSE)
-    small = cuda_tensors([a[:, :6] for a in arrays], requires_grad=True)
+    small = tensors([a[:, :6] for a in arrays], GPU, requires_grad=True)
     assert torch.autograd.gradcheck(
         lambda p, y, w: xt.rigid_registration(p, y, w, scale=True), small, check_forward_ad=True
     )
-    (angles,) = cuda_tensors([rng.uniform(-1, 1, size=(5, 3))], requires_grad=True)
+    (angles,) = tensors([rng.uniform(-1, 1, size=(5, 3))], GPU, requires_grad=True)
     assert torch.autograd.gradcheck(
         lambda a: xt.euler_to_quaternion(a, "ZYX"), [angles], check_forward_ad=True
     )
@@ -367,26 +682,29 @@ def test_torch_cuda_registration_and_euler(rng):
     torch.testing.assert_close(q.norm(dim=-1), torch.ones(1000, dtype=q.dtype, device=q.device))
 
 
-def test_jax_gpu_registration_jit_grad_vmap(jax_gpu, rng):
+@pytest.mark.parametrize("device", DEVICES)
+def test_jax_registration_jit_grad_vmap(jax_on, device, rng):
     import xform.backends.jax as xj
 
-    jax, gpu = jax_gpu
+    jax, where = jax_on
     arrays = registration_problem(rng, batch=4, n=500)
-    inputs = [jax.device_put(a, gpu) for a in arrays]
-    fn = jax.jit(lambda p, y, w: xj.rigid_registration(p, y, w, scale=True))
-    for got, want in zip(fn(*inputs), xform.rigid_registration(*arrays, scale=True)):
-        assert got.devices() == {gpu}
-        np.testing.assert_allclose(np.asarray(got), want, **CLOSE)
 
     def loss(p, y, w):
         return sum((r**2).sum() for r in xj.rigid_registration(p, y, w, scale=True))
 
-    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(*inputs)
     with jax.default_device(jax.devices("cpu")[0]):
-        expected = jax.grad(loss, argnums=(0, 1, 2))(*arrays)
+        expected = [np.asarray(g) for g in jax.grad(loss, argnums=(0, 1, 2))(*arrays)]
+    inputs = [jax.device_put(a, where) for a in arrays]
+    fn = jax.jit(lambda p, y, w: xj.rigid_registration(p, y, w, scale=True))
+    with walked(device):
+        results = jax.block_until_ready(fn(*inputs))
+        grads = jax.block_until_ready(jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(*inputs))
+        batched = jax.block_until_ready(jax.jit(jax.vmap(loss))(*inputs))
+    for got, want in zip(results, xform.rigid_registration(*arrays, scale=True)):
+        assert got.devices() == {where}
+        np.testing.assert_allclose(np.asarray(got), want, **CLOSE)
     for got, want in zip(grads, expected):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), **CLOSE)
-    batched = jax.jit(jax.vmap(loss))(*inputs)
+        np.testing.assert_allclose(np.asarray(got), want, **CLOSE)
     assert batched.shape == (4,) and np.isfinite(np.asarray(batched)).all()
 
 
@@ -402,12 +720,14 @@ cases = {
     "pose_multiply": [rng.normal(size=(7, 3)), rng.normal(size=(7, 4)),
                       rng.normal(size=(1, 3)), rng.normal(size=(7, 4))],
     "quaternion_to_matrix": [rng.normal(size=(5, 4))],
+    "rotation_angle": [rng.normal(size=4)],
+    "quaternion_slerp": [rng.normal(size=4), rng.normal(size=4), np.array(0.3)],
 }
 def products(name, args):
     f = getattr(xj, name)
     g = lambda *a: sum(jnp.sum(r) for r in jax.tree_util.tree_leaves(f(*a)))
     tangents = tuple(jnp.ones_like(a) for a in args)
-    return [jax.jit(lambda *a: f(*a))(*args), jax.jit(jax.grad(g, argnums=(0, 1)))(*args),
+    return [jax.jit(lambda *a: f(*a))(*args), jax.jit(jax.grad(g, argnums=0))(*args),
             jax.jit(lambda *a: jax.jvp(f, a, tangents))(*args)]
 with warnings.catch_warnings():
     warnings.simplefilter("error")
@@ -430,9 +750,11 @@ print("native cuda ok")
 """
 
 
-def test_the_native_cuda_path_matches_warps_callable_bit_for_bit(tmp_path):
-    """XFORM_JAX_CUDA=native: the programs launched on XLA's stream from C, against
-    warp.jax_callable, for forward, grad (a broadcast pose over 100k points) and jvp."""
+@needs_cuda
+def test_the_native_cuda_path_matches_the_python_function(tmp_path):
+    """XFORM_JAX_CUDA=native: the programs launched on XLA's stream from C, against the
+    Python function behind the guard, for forward, grad (a broadcast pose over 100k
+    points) and jvp, 0-d batches included."""
     pytest.importorskip("jax")
     import os
     import subprocess

@@ -14,6 +14,7 @@ from helpers import as_tuple, check_grads
 from reference import rotation_matrix
 
 import xform
+from xform._op import Product
 from xform.ops.quaternion import quat_rotate, quat_rotate_tangent, quat_rotate_vjp
 
 # --- two user ops, as a user writes them (each well under 15 lines) ----------------------
@@ -223,7 +224,7 @@ def _notebook_cell(factor: float):
 
 def test_defining_the_same_op_again_returns_it(rng):
     """A cell run twice defines nothing new: no Warp modules, no torch custom ops."""
-    from xform._op import DEFINED
+    from xform._registry import DEFINED
 
     first = _notebook_cell(2)
     count = len(DEFINED)
@@ -356,10 +357,10 @@ def test_define_op_checks_its_arguments():
     vector = xform.Operand((3,), ("B",))
     with pytest.raises(ValueError, match="must list the operands' groups"):
         xform.define_op("bad", polar, {"vector": vector}, {"length": xform.Result((), ("M",))})
-    count = len(xform._op.DEFINED)
+    count = len(xform._registry.DEFINED)
     with pytest.raises(ValueError):
         xform.define_op("bad", polar, {"vector": vector}, {"length": ()})
-    assert len(xform._op.DEFINED) == count  # nothing half-made
+    assert len(xform._registry.DEFINED) == count  # nothing half-made
 
 
 # --- sums: results that leave out a group of the operands' --------------------------------
@@ -578,18 +579,19 @@ def test_heavy_elements_split_over_the_threads_sooner(rng, monkeypatch):
     PARALLEL_MIN_ELEMENTS / w elements, its products too, with the same values."""
     from xform import _launch, _products
 
-    monkeypatch.setattr(_launch, "THREADS", 2)
+    monkeypatch.setattr(_launch.threads, "THREADS", 2)
     heavy = xform.define_op("polar_heavy", polar, {"vector": (3,)}, POLAR_RESULTS, work=64)
     light = xform.define_op("polar_light", polar, {"vector": (3,)}, POLAR_RESULTS)
-    count = _launch.PARALLEL_MIN_ELEMENTS // 64
+    count = _launch.tiling.PARALLEL_MIN_ELEMENTS // 64
     vectors = rng.normal(size=(count, 3))
     for op, parts in ((heavy, 2), (light, 1)):
-        assert _launch._parts(_launch.prepare(op, [vectors])) == parts
+        assert _launch.tiling.parts(_launch.buffers.prepare(op, [vectors])) == parts
     closed = xform.define_op(
         "scaled_rotate_heavy", scaled_rotate, {"quaternion": (4,), "points": (3,), "scale": ()},
         {"out_points": (3,)}, scaled_rotate_tangent, scaled_rotate_vjp, work=64,
     )  # fmt: skip
-    assert _products.vjp_op(closed).work == _products.tangent_op(closed).work == 64
+    vjp, tangent = (_products.product_op(closed, p) for p in (Product.VJP, Product.TANGENT))
+    assert vjp.work == tangent.work == 64
     for split, serial in zip(heavy(vectors), light(vectors)):
         np.testing.assert_array_equal(split, serial)
     cotangents = [rng.normal(size=count), rng.normal(size=(count, 3))]

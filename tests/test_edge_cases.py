@@ -92,24 +92,24 @@ def test_read_only_and_broadcast_views_are_accepted(rng):
 def test_contiguous_inputs_are_read_in_place(rng):
     op = xform.OPS["batch_transform_points"]
     args = random_args("batch_transform_points", [(2,), (2,), (2, 5)], rng)
-    operands = _launch.prepare(op, args)
+    operands = _launch.buffers.prepare(op, args)
     for a, w in zip(args, operands.buffers):
         assert w.ptr == a.ctypes.data
     strided = non_contiguous(args[2], rng)
-    copied = _launch.prepare(op, [args[0], args[1], strided])
+    copied = _launch.buffers.prepare(op, [args[0], args[1], strided])
     assert copied.buffers[2].ptr != strided.ctypes.data
 
 
 @pytest.mark.parametrize("name", ["pose_multiply", "batch_transform_points", "quaternion_multiply"])
 def test_repeated_calls_read_their_own_arrays(name, rng, monkeypatch):
     """Calls that repeat a signature (shapes and dtypes) launch the first call's kernel
-    again without its checks (`_launch.repeat`): on each call's own arrays, into fresh
+    again without its checks (`_launch.repeats.repeat`): on each call's own arrays, into fresh
     results; non-contiguous, byte-swapped and mixed-dtype arrays of that shape still take
     the checked path, its copies and its errors."""
     leadings = leadings_with(name, (3, 4) if name != "batch_transform_points" else (3, 5))
     checked = []
-    real = _launch.prepare
-    monkeypatch.setattr(_launch, "prepare", lambda *a: checked.append(1) or real(*a))
+    real = _launch.buffers.prepare
+    monkeypatch.setattr(_launch.buffers, "prepare", lambda *a: checked.append(1) or real(*a))
     results = []
     for _ in range(3):
         args = random_args(name, leadings, rng)
@@ -179,7 +179,7 @@ def test_broadcast_patterns_deeper_than_one_grid(rng):
     is tiled over the outer ones. Values and gradients must still be right."""
     leadings = [(2, 1, 2, 1, 2), (1, 2, 1, 2, 1), (2, 1, 2, 1, 2), (1, 2, 1, 2, 1)]
     args = random_args("pose_multiply", leadings, rng)
-    assert len(_launch.prepare(xform.OPS["pose_multiply"], args).plan.grid) == 5
+    assert len(_launch.buffers.prepare(xform.OPS["pose_multiply"], args).plan.grid) == 5
     results = xform.pose_multiply(*args)
     for got, want in zip(results, reference("pose_multiply", args)):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
@@ -204,14 +204,14 @@ def test_launch_layer_reads_any_dlpack_buffer_in_place(rng):
     op = xform.OPS["pose_inverse"]
     t = torch.from_numpy(rng.normal(size=(4, 3)))
     q = torch.from_numpy(rng.normal(size=(4, 4)))
-    operands = _launch.prepare(op, [t, q])
+    operands = _launch.buffers.prepare(op, [t, q])
     assert [a.ptr for a in operands.buffers] == [t.data_ptr(), q.data_ptr()]
 
     def allocate(shape, scalar, device):
         out = torch.empty(shape, dtype=torch.float64)
         return out, out.data_ptr()
 
-    t_inv, q_inv = _launch.forward(operands, allocate)
+    t_inv, q_inv = _launch.products.forward(operands, allocate)
     expected = xform.pose_inverse(t.numpy(), q.numpy())
     np.testing.assert_array_equal(t_inv.numpy(), expected[0])
     np.testing.assert_array_equal(q_inv.numpy(), expected[1])
@@ -225,9 +225,9 @@ def test_gradients_not_needed_are_not_written_anywhere(rng):
     first = xform.vjp("transform_points", args, cotangent)
     kept = [g.copy() for g in first]
     op = xform.OPS["transform_points"]
-    operands = _launch.prepare(op, args)
+    operands = _launch.buffers.prepare(op, args)
     zeros = xform._api.ALLOCATORS["numpy"][1]
-    later = _launch.vjp(operands, [cotangent], zeros, needed=[False, False, True])
+    later = _launch.products.vjp(operands, [cotangent], zeros, needed=[False, False, True])
     assert later[0] is None and later[1] is None
     for before, after in zip(kept, first):
         np.testing.assert_array_equal(before, after)

@@ -10,8 +10,8 @@ import warp as wp
 from reference import random_args
 
 import xform
-from xform._op import OpFamily
-from xform.ops import FAMILY_FUNCTIONS
+from xform._op import Composite
+from xform.ops import COMPOSITES
 
 OPS = sorted(xform.OPS)
 
@@ -112,7 +112,7 @@ def test_non_array_arguments_raise_type_error():
         xform.pose_inverse(1.0, np.ones(4))
 
 
-FAMILY_ARRAYS = [(f, a) for f, family in FAMILY_FUNCTIONS.items() for a in family.arrays]
+FAMILY_ARRAYS = [(f, a) for f, family in COMPOSITES.items() for a in family.arrays]
 
 
 @pytest.mark.parametrize("front", ["xform", "xform.backends.torch", "xform.backends.jax"])
@@ -123,7 +123,7 @@ def test_families_check_their_array_arguments_as_ops_do(family, argument, front)
     module = importlib.import_module(front)
     array = {"xform": np.zeros, "xform.backends.torch": pytest.importorskip("torch").zeros,
              "xform.backends.jax": pytest.importorskip("jax.numpy").zeros}[front]  # fmt: skip
-    function = FAMILY_FUNCTIONS[family]
+    function = COMPOSITES[family]
     args = {name: array((4, 3)) for name in function.arrays}
     args[argument] = [[0.0, 0.0, 0.0]] * 4
     for name, parameter in function.signature.parameters.items():
@@ -136,9 +136,9 @@ def test_families_check_their_array_arguments_as_ops_do(family, argument, front)
 
 
 def test_a_family_names_parameters_as_its_arrays():
-    signature = FAMILY_FUNCTIONS["rigid_registration"].signature
+    signature = COMPOSITES["rigid_registration"].signature
     with pytest.raises(ValueError, match="arrays .* must name parameters"):
-        OpFamily("f", lambda call, points: None, signature, "doc", arrays=("point",))
+        Composite("f", lambda call, points: None, signature, "doc", arrays=("point",))
 
 
 def test_mixing_numpy_and_warp_raises_type_error():

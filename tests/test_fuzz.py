@@ -1,5 +1,5 @@
 """Bad input, fuzzed: every op (`xform.OPS`) and every function over ops
-(`xform.ops.FAMILY_FUNCTIONS`), through NumPy, PyTorch and JAX, with one array argument
+(`xform.ops.COMPOSITES`), through NumPy, PyTorch and JAX, with one array argument
 spoiled in one of many ways (element shape, rank, broadcasting, dtype, mixed dtypes, byte
 order, strides, type, meta tensors, aliased buffers). Each case has one right outcome,
 known in advance: on clean input, the independent float64 reference (tests/reference.py)
@@ -26,7 +26,7 @@ from reference import FAMILY_REFERENCES, random_args, random_family_args, refere
 
 import xform
 from xform import Operand
-from xform.ops import FAMILY_FUNCTIONS
+from xform.ops import COMPOSITES
 from xform.ops.euler import CONVENTIONS
 
 torch = pytest.importorskip("torch")
@@ -74,7 +74,7 @@ def family_subject(name: str, draw) -> tuple[Subject, list[str]]:
     """The family with its static arguments drawn, and whether each optional array is
     given; and the names of the array arguments given, in order. Their shapes are those of
     the member ops' operands of the same names."""
-    family = FAMILY_FUNCTIONS[name]
+    family = COMPOSITES[name]
     statics = {}
     for parameter, spec in family.signature.parameters.items():
         if parameter in family.arrays:
@@ -246,7 +246,7 @@ def test_bad_input_fuzz_of_every_op(name, data):
     fuzz(data, subject, lambda lead, rng: random_args(name, leadings(op.operands, lead), rng))
 
 
-@pytest.mark.parametrize("name", sorted(FAMILY_FUNCTIONS))
+@pytest.mark.parametrize("name", sorted(COMPOSITES))
 @seed(SEED)
 @FUZZ_SETTINGS
 @given(data=st.data())

@@ -101,9 +101,9 @@ def test_parallel_adjoint_equals_the_serial_one(name, leadings, rng, monkeypatch
 
     args = random_args(name, leadings, rng)
     cotangents = tuple(rng.normal(size=r.shape) for r in as_tuple(getattr(xform, name)(*args)))
-    monkeypatch.setattr(_launch, "THREADS", 2)
+    monkeypatch.setattr(_launch.threads, "THREADS", 2)
     parallel = xform.vjp(name, args, cotangents)
-    monkeypatch.setattr(_launch, "THREADS", 1)
+    monkeypatch.setattr(_launch.threads, "THREADS", 1)
     serial = xform.vjp(name, args, cotangents)
     for p, s in zip(parallel, serial):
         np.testing.assert_allclose(p, s, rtol=1e-11, atol=1e-11 * np.abs(s).max())
@@ -130,8 +130,8 @@ def test_vjp_is_the_transpose_of_the_tangent_kernel(name, leadings, which, rng):
         return allocate
 
     op = variant(name, which)
-    operands = _launch.prepare(op, args)
-    grads = _launch.vjp(operands, cotangents, filled(0.0), allocate=filled(np.nan))
+    operands = _launch.buffers.prepare(op, args)
+    grads = _launch.products.vjp(operands, cotangents, filled(0.0), allocate=filled(np.nan))
     for k, (arg, grad) in enumerate(zip(args, grads)):
         expected = np.zeros_like(arg)
         for index in np.ndindex(arg.shape):
@@ -163,7 +163,7 @@ def test_strided_runs_give_the_same_gradients(name, leadings, rng, monkeypatch):
     def strided(op, kind, device, tile):
         return (3, -(-tile.count // 3)) if kind == "vjp" else (1, 1)
 
-    monkeypatch.setattr(_launch, "_run_shape", strided)
-    monkeypatch.setattr(_launch, "_local", type(_launch._local)())  # no recorded launches
+    monkeypatch.setattr(_launch.kernels, "run_shape", strided)
+    monkeypatch.setattr(_launch.kernels, "_local", type(_launch.kernels._local)())  # none kept
     for got, want in zip(xform.vjp(name, args, cotangent), expected):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())

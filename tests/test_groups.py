@@ -405,3 +405,167 @@ def test_bad_input_names_the_group_and_the_argument(rng):
         xform.SE3.exp(np.zeros(3))
     with pytest.raises(ValueError, match="layout"):
         a.parameters("xyzw")
+
+
+# --- issue 38: defects found by fuzzing -------------------------------------------------------
+
+
+def test_manifold_grad_through_an_infinite_leaf():
+    """Zero tangents are zeros, not `x * 0`: an infinite cap leaves the minimum to the
+    pose (d(T p)_x / d[rho, omega] at the identity = [1, 0, 0, 0, p_z, -p_y]) and has no
+    gradient itself; with a finite cap of 1e9 the same."""
+    expected = [1.0, 0.0, 0.0, 0.0, 3.0, -2.0]
+    p = jnp.array([1.0, 2.0, 3.0])
+    for cap in (jnp.inf, 1e9):
+        gradient = manifold.grad(lambda d: jnp.minimum((d["T"] @ p)[0], d["cap"]))(
+            {"T": xform.SE3.identity(like=p), "cap": jnp.array(cap)}
+        )
+        np.testing.assert_array_equal(gradient["T"], expected)
+        np.testing.assert_array_equal(gradient["cap"], 0.0)
+    tp = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    gradient = manifold.grad(lambda d: torch.minimum((d["T"] @ tp)[0], d["cap"]))(
+        {"T": xform.SE3.identity(like=tp), "cap": torch.tensor(np.inf, dtype=torch.float64)}
+    )
+    np.testing.assert_array_equal(gradient["T"].numpy(), expected)
+    assert float(gradient["cap"]) == 0.0
+    zeros = manifold.zero_tangents([np.array([np.inf, -np.inf, np.nan]), torch.tensor(np.inf)])
+    np.testing.assert_array_equal(zeros[0], 0.0)
+    assert float(zeros[1]) == 0.0
+
+
+def test_seeded_draws_are_reproducible_in_every_framework():
+    like = torch.zeros(1, dtype=torch.float64)
+    for cls in (xform.SO2, xform.SE2, xform.SO3, xform.SE3):
+        first = cls.sample_uniform((3,), seed=7, like=like)
+        again = cls.sample_uniform((3,), seed=7, like=like)
+        other = cls.sample_uniform((3,), seed=8, like=like)
+        for a, b, c in zip(first._arrays, again._arrays, other._arrays):
+            assert isinstance(a, torch.Tensor) and a.dtype == torch.float64
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+            assert not torch.equal(a, c)
+        jax_like = jnp.zeros(1)
+        first, again = (cls.sample_uniform((3,), seed=7, like=jax_like) for _ in range(2))
+        for a, b in zip(first._arrays, again._arrays):
+            assert isinstance(a, jax.Array)
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "names"),
+    [
+        ({"seed": 0, "key": "key"}, ("seed", "key")),
+        ({"seed": 0, "generator": "generator"}, ("seed", "generator")),
+        ({"generator": "generator", "key": "key"}, ("generator", "key")),
+        ({"generator": "generator", "like": np.zeros(1)}, ("generator", "like")),
+        ({"generator": "generator", "like": jnp.zeros(1)}, ("generator", "like")),
+        ({"key": "key", "like": np.zeros(1)}, ("key", "like")),
+        ({"key": "key", "like": torch.zeros(1)}, ("key", "like")),
+        ({"generator": np.random.default_rng(0)}, ("generator",)),
+        ({"key": np.zeros(2, np.uint32)}, ("key",)),
+        ({"like": jnp.zeros(1)}, ("key", "seed")),
+    ],
+)
+def test_conflicting_sources_of_randomness_raise(arguments, names):
+    values = {"key": jax.random.key(0), "generator": torch.Generator().manual_seed(0)}
+    arguments = {k: values.get(v, v) if isinstance(v, str) else v for k, v in arguments.items()}
+    for cls in (xform.SO2, xform.SE2, xform.SO3, xform.SE3):
+        with pytest.raises(TypeError, match=f"{cls.__name__}.sample_uniform") as raised:
+            cls.sample_uniform((2,), **arguments)
+        assert all(f"'{name}'" in str(raised.value) for name in names), raised.value
+
+
+def test_manifold_trees_must_match():
+    T, d = xform.SE3.identity(), np.zeros(6)
+    with pytest.raises(ValueError, match=r"'delta' does not have the structure of 'tree'"):
+        manifold.rplus([T, T], [d])
+    with pytest.raises(ValueError, match=r"'delta' has the keys \['b'\], which 'tree' lacks"):
+        manifold.rplus({"a": T}, {"a": d, "b": d})
+    with pytest.raises(ValueError, match=r"at \['a'\]\[1\], 'tree' has an xform.SE3"):
+        manifold.rplus({"a": (T, T)}, {"a": (d, None)})
+    with pytest.raises(ValueError, match=r"'b' does not have the structure of 'a'"):
+        manifold.rminus([T.to_torch()], [T.to_torch(), T.to_torch()])
+    with pytest.raises(ValueError, match=r"'delta' does not have the structure of 'tree'"):
+        manifold.rplus([T.to_jax()], {"x": jnp.zeros(6)})
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch", "jax"])
+def test_none_leaves_are_empty_subtrees_as_in_jax(framework):
+    T = getattr(xform.SE3.sample_uniform((2,), seed=1), f"to_{framework}")()
+    delta = 0.1 * np.arange(12.0).reshape(2, 6)
+    delta = {"numpy": np.asarray, "torch": torch.from_numpy, "jax": jnp.asarray}[framework](delta)
+    tree = {"T": T, "nothing": None, "list": [None, T]}
+    moved = manifold.rplus(tree, {"T": delta, "nothing": None, "list": [None, delta]})
+    assert moved["nothing"] is None and moved["list"][0] is None
+    same_element(moved["T"], T.to_numpy() @ xform.SE3.exp(np.asarray(delta)))
+    same_element(moved["list"][1], moved["T"])
+    zeros = manifold.zero_tangents(tree)
+    assert zeros["nothing"] is None and zeros["list"][0] is None
+    assert tuple(zeros["T"].shape) == (2, 6)
+    back = manifold.rminus(tree, moved)
+    assert back["nothing"] is None
+    np.testing.assert_allclose(np.asarray(back["T"]), np.asarray(delta), atol=1e-12)
+    if framework != "numpy":
+        ones = {"torch": torch.ones, "jax": jnp.ones}[framework](3, dtype=T.dtype)
+        gradient = manifold.grad(lambda t: (t["T"] @ ones).sum() + (t["list"][1] @ ones).sum())(
+            tree
+        )
+        assert gradient["nothing"] is None and gradient["list"][0] is None
+        np.testing.assert_allclose(np.asarray(gradient["T"]), np.asarray(gradient["list"][1]))
+
+
+def test_a_boolean_mask_never_indexes_the_fields():
+    T = xform.SE3.sample_uniform((2, 3), seed=0)
+    mask = np.ones((2, 3), bool)
+    with pytest.raises(IndexError, match=r"too many indices \(3\) for batch shape \(2, 3\)"):
+        T[mask, 0]
+    with pytest.raises(IndexError):
+        T.to_torch()[torch.from_numpy(mask), 0]
+    with pytest.raises(IndexError):
+        T[np.ones(2, bool), 0, 0]
+    assert T[mask].shape == (6,) and T[np.array([True, False])].shape == (1, 3)
+    assert T[..., np.array([True, False, True])].shape == (2, 2)
+    assert T[True].shape == (1, 2, 3) and T[0, True, 1].shape == (1,)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_interpolate_checks_t_alike_in_every_group(name, rng):
+    cls, _ = GROUPS[name]
+    a, b = sample(name, rng, (3,)), sample(name, rng, (3,))
+    where = f"{name}.interpolate"
+    with pytest.raises(ValueError, match=rf"{where}: 't' has shape \(4,\)"):
+        a.interpolate(b, np.zeros(4))
+    with pytest.raises(ValueError, match=rf"{where}: 't' has shape \(4,\)"):
+        a.to_torch().interpolate(b.to_torch(), torch.zeros(4, dtype=torch.float64))
+    with pytest.raises(ValueError, match=rf"{where}: 't' has shape \(4,\)"):
+        a.to_jax().interpolate(b.to_jax(), jnp.zeros(4))
+    with pytest.raises(TypeError, match=rf"{where}: 't' is a torch array"):
+        a.interpolate(b, torch.zeros(3, dtype=torch.float64))
+    with pytest.raises(TypeError, match=rf"{where}: 't' is a numpy array"):
+        a.to_jax().interpolate(b.to_jax(), np.zeros(3))
+    with pytest.raises(TypeError, match=rf"{where}: 't' has dtype float32"):
+        a.interpolate(b, np.zeros(3, np.float32))
+    with pytest.raises(TypeError, match=rf"{where}: 't' is a builtins.list"):
+        a.interpolate(b, [0.5, 0.5, 0.5])
+    same_element(a.interpolate(b, np.float32(1)), b)
+    same_element(a.to_torch().interpolate(b.to_torch(), 1), b)
+
+
+def test_identity_takes_any_frameworks_dtype_and_names_bad_shapes():
+    t = torch.zeros(1)
+    for dtype in (torch.float64, np.float64, "float64", jnp.float64):
+        identity = xform.SE3.identity((2,), like=t, dtype=dtype)
+        assert identity.dtype == torch.float64 and isinstance(identity.position, torch.Tensor)
+        assert xform.SO3.identity(dtype=dtype).dtype == np.float64
+        assert xform.SO2.identity(like=jnp.zeros(1), dtype=dtype).dtype == jnp.float64
+    assert xform.SE3.sample_uniform((2,), seed=0, dtype=torch.float32).dtype == np.float32
+    with pytest.raises(TypeError, match=r"SE3.identity: 'dtype' is int32"):
+        xform.SE3.identity(like=t, dtype=torch.int32)
+    with pytest.raises(TypeError, match=r"SE3.identity: 'like' has dtype int64"):
+        xform.SE3.identity(like=np.zeros(1, np.int64))
+    for like in (None, t, jnp.zeros(1)):
+        with pytest.raises(ValueError, match=r"SE3.identity: 'batch_shape' \(2, -1\) has a neg"):
+            xform.SE3.identity((2, -1), like=like)
+        with pytest.raises(ValueError, match=r"SO2.sample_uniform: 'batch_shape' \(-3,\)"):
+            xform.SO2.sample_uniform(-3, like=like, seed=0)
+    with pytest.raises(TypeError, match=r"SE3.identity: 'batch_shape' must be an int"):
+        xform.SE3.identity((2.5,))

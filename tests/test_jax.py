@@ -9,9 +9,18 @@ import textwrap
 import numpy as np
 import pytest
 from helpers import as_tuple, assert_matches, check_grads
-from reference import leading_cases, random_args, reference, vmap_args
+from reference import (
+    DIFFERENTIABLE,
+    OP_NAMES,
+    POINT_AND_POSE_OPS,
+    leading_cases,
+    random_args,
+    reference,
+    vmap_args,
+)
 
 import xform
+from benchmarks import formulas
 
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
@@ -19,22 +28,12 @@ import jax.numpy as jnp  # noqa: E402
 
 xj = pytest.importorskip("xform.backends.jax")
 
-OPS = sorted(xform.OPS)
-DIFFERENTIABLE = [n for n in OPS if xform.OPS[n].differentiable]
-POINT_AND_POSE_OPS = [
-    "transform_points",
-    "batch_transform_points",
-    "batch_transform_points_inverse",
-    "pose_multiply",
-    "pose_inverse",
-]
-
 
 def sample_cases(names, every=3):
     return [(n, c) for n in names for c in leading_cases(n)[::every]]
 
 
-CASES = sample_cases(OPS)
+CASES = sample_cases(OP_NAMES)
 GRAD_CASES = sample_cases(DIFFERENTIABLE)
 
 
@@ -80,15 +79,8 @@ def test_grad_and_jvp_identical_to_numpy_core(name, rng):
 
 
 def unit_rotation(q):
-    w, x, y, z = jnp.moveaxis(q / jnp.linalg.norm(q, axis=-1, keepdims=True), -1, 0)
-    return jnp.stack(
-        [
-            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )
+    """The rotation matrix of q / |q|, differentiable in pure jax."""
+    return formulas.rotation_matrix(jnp, q / ((q * q).sum(-1)[..., None] ** 0.5))
 
 
 PURE_JAX = {
@@ -206,8 +198,10 @@ def test_vmap_is_one_launch(rng, monkeypatch):
     from xform import _launch
 
     launches = []
-    real = _launch.forward
-    monkeypatch.setattr(_launch, "forward", lambda *a, **k: launches.append(1) or real(*a, **k))
+    real = _launch.products.forward
+    monkeypatch.setattr(
+        _launch.products, "forward", lambda *a, **k: launches.append(1) or real(*a, **k)
+    )
     q = jnp.asarray(rng.normal(size=(256, 4)))
     jax.block_until_ready(jax.jit(jax.vmap(xj.quaternion_to_matrix))(q))
     assert len(launches) == 1
@@ -228,7 +222,7 @@ def test_eager_calls_compile_once_per_shape(rng, monkeypatch):
 
 
 def test_a_failure_inside_the_ffi_call_raises_instead_of_crashing(rng, monkeypatch):
-    """xform's Python CPU FFI target (the native handler's fallback) turns an exception
+    """xform's Python FFI function (the native handler's fallback) turns an exception
     in the launch into an XLA error. (The native handler's: test_jax_native.py.)"""
     from xform.backends import jax_native
 
@@ -238,11 +232,11 @@ def test_a_failure_inside_the_ffi_call_raises_instead_of_crashing(rng, monkeypat
         raise RuntimeError("launch failed")
 
     jax.clear_caches()
-    monkeypatch.setattr(_launch, "forward", broken)
+    monkeypatch.setattr(_launch.products, "forward", broken)
     t, q, p = map(jnp.asarray, random_args("transform_points", [(), (), (13,)], rng))
     with (
         jax_native.forced("callback"),
-        pytest.raises(Exception, match="xform_cpu_transform_points_forward.*launch failed"),
+        pytest.raises(Exception, match=r"xform\.transform_points \(forward\).*launch failed"),
     ):
         jax.block_until_ready(jax.jit(xj.transform_points)(t, q, p))
     jax.clear_caches()
@@ -264,7 +258,7 @@ def test_empty_batches(rng):
 
 # --- numbers for scalar operands: weakly typed ----------------------------------------------
 
-SCALAR_OPERAND_OPS = [n for n in OPS if any(o.element == () for o in xform.OPS[n].operands)]
+SCALAR_OPERAND_OPS = [n for n in OP_NAMES if any(o.element == () for o in xform.OPS[n].operands)]
 
 
 @pytest.mark.parametrize("x64", [False, True])

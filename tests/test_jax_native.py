@@ -22,7 +22,7 @@ import jax.numpy as jnp  # noqa: E402
 xj = pytest.importorskip("xform.backends.jax")
 from xform.backends import jax_native  # noqa: E402
 
-from xform import _program  # noqa: E402
+from xform._launch import program as _program  # noqa: E402
 
 if jax_native.mode() == "callback":
     pytest.skip("XFORM_JAX_CPU=callback", allow_module_level=True)
@@ -122,7 +122,7 @@ def test_partial_sums_over_many_threads_agree(rng, monkeypatch):
     the tiles would add a single column pairwise, and differ in the last bit.)"""
     from xform import _launch
 
-    monkeypatch.setattr(_launch, "THREADS", 16)
+    monkeypatch.setattr(_launch.threads, "THREADS", 16)
     q1, q2 = (jnp.asarray(rng.normal(size=(100_000, 4))) for _ in range(2))
     t = jnp.asarray(0.3)
 

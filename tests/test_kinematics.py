@@ -417,12 +417,12 @@ def test_a_batch_split_over_threads_equals_one_thread(tree, rng, monkeypatch):
     for bit, as in small batches on one thread."""
     from xform import _launch
 
-    monkeypatch.setattr(_launch, "THREADS", 2)
-    count = -(-_launch.PARALLEL_MIN_ELEMENTS // int(tree.forward_kinematics_op.work)) + 7
+    monkeypatch.setattr(_launch.threads, "THREADS", 2)
+    count = -(-_launch.tiling.PARALLEL_MIN_ELEMENTS // int(tree.forward_kinematics_op.work)) + 7
     q = rng.uniform(-3, 3, (count, tree.dof))
     for op, extra in ((tree.forward_kinematics_op, []), (tree.jacobian_op, [3.0])):
         whole = [q, *tree.op_arguments(q)[1:], *extra]
-        assert _launch._parts(_launch.prepare(op, whole)) == 2
+        assert _launch.tiling.parts(_launch.buffers.prepare(op, whole)) == 2
         results = as_tuple(op(*whole))
         cotangents = [rng.normal(size=r.shape) for r in results]
         gradient = xform.vjp(op, whole, cotangents)[0]
@@ -640,3 +640,19 @@ def test_ops_called_by_hand_with_a_malformed_model_stay_in_bounds(tree, rng):
     np.testing.assert_array_equal(
         tree.jacobian_op(q, tree.model.table, 5.0), tree.jacobian(q, tree.link_names[5])
     )
+
+
+@pytest.mark.parametrize(
+    ("xyz", "axis"), [("0 0 1e300", [0, 0, 1]), ("1e-200 0 0", [1, 0, 0]), ("0 -1e308 1e308", None)]
+)
+def test_extreme_axes_are_normalised_without_overflow_or_underflow(xyz, axis):
+    """The axis is scaled by its largest component before its norm: 1e300 squared
+    overflows, 1e-200 squared underflows."""
+    xml = BASE.format(joint="").replace('<axis xyz="0 0 1"/>', f'<axis xyz="{xyz}"/>')
+    xml = xml.replace('<link name="c"/>', "")
+    chain = Chain.from_urdf(xml)
+    axis = np.array([0.0, -1.0, 1.0]) / np.sqrt(2.0) if axis is None else np.array(axis, float)
+    np.testing.assert_allclose(chain.model.axes[1], axis, rtol=0, atol=1e-16)
+    q = 1.0
+    quaternion = chain.forward_kinematics(np.array([q])).quaternion[1]
+    np.testing.assert_allclose(quaternion, [np.cos(q / 2), *(np.sin(q / 2) * axis)], atol=1e-15)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xform
-from xform._layout import plan_launch
+from xform._launch.layout import plan_launch
 
 dims = st.lists(st.integers(0, 3), min_size=0, max_size=5)
 

@@ -1,147 +1,21 @@
 """What a user can rely on when things go wrong: Ctrl-C and fork never crash, hang or
 corrupt memory; byte order is honoured; cuRobo's buffers never alias what autograd
 holds; bad input names itself. Crashes and hangs are tested in subprocesses with
-timeouts, so that a regression fails a test instead of killing the run."""
+timeouts, so that a regression fails a test instead of killing the run. (Ctrl-C inside
+JAX's calls: tests/test_jax_ffi.py, which needs no PyTorch.)"""
 
-import os
-import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 from helpers import as_tuple
+from interrupts import INTERRUPT, run_script
 from reference import random_args
 
 import xform
 
 torch = pytest.importorskip("torch")
 xt = pytest.importorskip("xform.backends.torch")
-
-
-def run_script(tmp_path, source: str, timeout: float = 300, env=None) -> str:
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent(source))
-    try:
-        result = subprocess.run(
-            [sys.executable, str(script)], capture_output=True, text=True, timeout=timeout,
-            env={**os.environ, **(env or {})},
-        )  # fmt: skip
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"the script hung (killed after {timeout} s): {exc.stdout!r}")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result.stdout
-
-
-# The child interrupts itself with SIGINT at fractions of one call's measured duration,
-# then checks that it is alive and that fresh memory is not written by a launch that
-# outlived the interrupted call.
-INTERRUPT = """
-import os, signal, threading, time
-import numpy as np
-
-# Python's own Ctrl-C handler, which a process started as a shell's background job (CI
-# runners often are) does not get: it inherits SIGINT ignored.
-signal.signal(signal.SIGINT, signal.default_int_handler)
-
-def interrupt_during(call, fraction, duration, want=None, fired=None):
-    # call, with SIGINT sent `fraction` of `duration` in (or by whoever sets `fired`); how
-    # the call ended (a result that the call returns must be right: never uninitialised
-    # memory)
-    timed = fired is None
-    fired = fired or threading.Event()
-
-    def fire():
-        os.kill(os.getpid(), signal.SIGINT)
-        fired.set()
-
-    outcome = "late"
-    try:
-        try:
-            if timed:
-                threading.Timer(fraction * duration, fire).start()
-            result = call()
-            if want is not None:
-                np.testing.assert_allclose(np.asarray(result), want, rtol=1e-5, atol=1e-5)
-            outcome = "finished"
-        except KeyboardInterrupt:
-            outcome = "interrupted"
-        except Exception as exc:  # JAX turns the interrupt inside a jitted call into an error
-            assert "KeyboardInterrupt" in repr(exc), repr(exc)
-            outcome = "interrupted (error)"
-        while timed and not fired.wait(0.01):  # a signal sent after the call lands here
-            pass
-        time.sleep(0.05)
-    except KeyboardInterrupt:
-        pass
-    return outcome
-
-
-def interrupt_by_a_worker(call, want=None):
-    # SIGINT sent by the first launch that runs on a pool thread, so that it lands while
-    # the call is surely in flight, however the machine's timing goes ("finished" where no
-    # Python launches on a pool thread: the native JAX handler)
-    from xform import _launch
-
-    real, fired = _launch._execute, threading.Event()
-
-    def execute(launch, stream):
-        if threading.current_thread() is not threading.main_thread() and not fired.is_set():
-            fired.set()
-            os.kill(os.getpid(), signal.SIGINT)
-        real(launch, stream)
-
-    _launch._execute = execute
-    try:
-        return interrupt_during(call, None, 0.0, want, fired)
-    finally:
-        _launch._execute = real
-
-
-# Every launch the Python path runs is counted while it runs. Once a NumPy or PyTorch
-# call has returned (or raised), none may still run: it would write into memory freed and
-# reused. An interrupted JAX call leaves XLA's computation running on XLA's threads, in
-# XLA's own buffers: its launches are waited for, then fresh memory must be untouched.
-from xform import _launch as _counted_launch
-
-_running = [0]
-_running_changed = threading.Condition()
-_execute_uncounted = _counted_launch._execute
-
-
-def _execute_counted(launch, stream):
-    with _running_changed:
-        _running[0] += 1
-    try:
-        _execute_uncounted(launch, stream)
-    finally:
-        with _running_changed:
-            _running[0] -= 1
-            _running_changed.notify_all()
-
-
-_counted_launch._execute = _execute_counted
-OUTCOMES = {"finished", "interrupted", "interrupted (error)", "late"}
-
-
-def memory_is_intact(size, xla=False):
-    if xla:
-        with _running_changed:
-            assert _running_changed.wait_for(lambda: _running[0] == 0, timeout=60)
-    assert _running[0] == 0, f"{_running[0]} launch(es) still running after the call returned"
-    sentinel = np.full(size, 7.0)
-    assert np.all(sentinel == 7.0), "memory written after the call returned"
-
-def timed(call):
-    # the fastest of three: a first, cold call (page faults, compiles) can take several
-    # times as long, and interrupts timed from it would all land after the call
-    durations = []
-    for _ in range(3):
-        start = time.perf_counter()
-        call()
-        durations.append(time.perf_counter() - start)
-    return min(durations)
-"""
 
 
 def test_ctrl_c_during_a_large_numpy_call_and_a_torch_backward(tmp_path):
@@ -173,74 +47,6 @@ print("alive", outcomes)
 """,
     )
     assert "alive" in out
-
-
-@pytest.mark.parametrize("path", ["callback", "native"])
-def test_ctrl_c_during_a_large_jitted_jax_call(tmp_path, path):
-    """Through the Python FFI callback the interrupt stops the call (as an XLA error);
-    the native handler runs no Python, so the interrupt lands once the call is done, as
-    it does after any XLA computation. Either way, results are right and memory intact."""
-    pytest.importorskip("jax")
-    out = run_script(
-        tmp_path,
-        INTERRUPT
-        + """
-import jax, xform
-import xform.backends.jax as xj
-rng = np.random.default_rng(0)
-t, q = rng.normal(size=3).astype(np.float32), rng.normal(size=4).astype(np.float32)
-p = rng.normal(size=(12_000_000, 3)).astype(np.float32)
-f = jax.jit(xj.transform_points)
-call = lambda: jax.block_until_ready(f(t, q, p))
-want = xform.transform_points(t, q, p)
-duration = timed(call)
-outcomes = [interrupt_during(call, x, duration, want) for x in (0.1, 0.5, 0.9)]
-memory_is_intact(p.size, xla=True)
-surely = interrupt_by_a_worker(call, want)
-memory_is_intact(p.size, xla=True)
-np.testing.assert_allclose(np.asarray(call()), want, rtol=1e-5, atol=1e-5)
-from xform.backends import jax_native
-native = jax_native.library() is not None
-# the callback runs on XLA's thread: the main thread, waiting, may take the interrupt itself
-assert surely == "finished" if native else surely.startswith("interrupted"), surely
-assert set(outcomes) <= OUTCOMES, outcomes
-print("alive", outcomes, surely)
-""",
-        env={"XFORM_JAX_CPU": path},
-    )
-    assert "alive" in out
-
-
-def test_an_interrupt_inside_the_ffi_call_is_an_error_not_a_crash(tmp_path):
-    """Wherever XLA runs the call, a KeyboardInterrupt raised inside xform's CPU FFI target
-    (a ctypes callback) must come back as an XLA error: escaping, it would leave the
-    outputs uninitialised and XLA's frames unwound through."""
-    pytest.importorskip("jax")
-    out = run_script(
-        tmp_path,
-        """
-import jax, numpy as np, xform
-import xform.backends.jax as xj
-from xform import _launch
-real = _launch.forward
-def interrupted(*args, **kwargs):
-    raise KeyboardInterrupt
-_launch.forward = interrupted
-t, q, p = np.zeros(3, np.float32), np.array([1.0, 0, 0, 0], np.float32), np.ones((9, 3), np.float32)
-try:
-    jax.block_until_ready(jax.jit(xj.transform_points)(t, q, p))
-    raise SystemExit("no error")
-except KeyboardInterrupt:
-    raise SystemExit("the interrupt unwound through XLA")
-except Exception as exc:
-    assert "KeyboardInterrupt" in repr(exc), repr(exc)
-_launch.forward = real
-np.testing.assert_array_equal(np.asarray(jax.jit(xj.transform_points)(t, q, p)), p)
-print("error ok")
-""",
-        env={"XFORM_JAX_CPU": "callback"},  # native: tests/test_jax_native.py
-    )
-    assert "error ok" in out
 
 
 def test_a_forked_child_runs_large_calls(tmp_path):
@@ -431,3 +237,18 @@ def test_torch_to_jax_takes_any_number_of_dimensions(rng):
     np.testing.assert_array_equal(
         np.asarray(grad), xform.vjp("quaternion_to_matrix", [q], np.ones_like(want))[0]
     )
+
+
+def test_threads_follow_the_affinity_mask_and_the_cgroup_quota(monkeypatch, tmp_path):
+    import os
+
+    from xform import _launch
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert _launch.threads.available_cpus(str(tmp_path)) == 4  # no cgroup file: the mask
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert _launch.threads.available_cpus(str(tmp_path)) == 4  # no quota
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert _launch.threads.available_cpus(str(tmp_path)) == 2  # 1.5 CPUs, rounded up
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3}, raising=False)
+    assert _launch.threads.available_cpus(str(tmp_path)) == 1

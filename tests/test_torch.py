@@ -5,23 +5,22 @@ torch.compile, cuRobo's buffers and classes, and parity with the NumPy path."""
 import numpy as np
 import pytest
 from helpers import as_tuple, assert_matches
-from reference import leading_cases, random_args, reference, vmap_args
+from reference import (
+    DIFFERENTIABLE,
+    OP_NAMES,
+    POINT_AND_POSE_OPS,
+    leading_cases,
+    random_args,
+    reference,
+    vmap_args,
+)
 
 import xform
+from benchmarks import formulas
 
 torch = pytest.importorskip("torch")
 xt = pytest.importorskip("xform.backends.torch")
 fwAD = pytest.importorskip("torch.autograd.forward_ad")
-
-OPS = sorted(xform.OPS)
-DIFFERENTIABLE = [n for n in OPS if xform.OPS[n].differentiable]
-POINT_AND_POSE_OPS = [
-    "transform_points",
-    "batch_transform_points",
-    "batch_transform_points_inverse",
-    "pose_multiply",
-    "pose_inverse",
-]
 
 
 def tensors(arrays, requires_grad=False):
@@ -34,7 +33,7 @@ def sample_cases(name, every=3):
     return leading_cases(name)[::every]
 
 
-CASES = [(n, c) for n in OPS for c in sample_cases(n)]
+CASES = [(n, c) for n in OP_NAMES for c in sample_cases(n)]
 GRAD_CASES = [(n, c) for n in DIFFERENTIABLE for c in sample_cases(n)]
 
 
@@ -78,16 +77,8 @@ def test_gradients_identical_to_numpy_vjp(name, rng):
 
 
 def unit_rotation(q):
-    """Rotation matrix of q / |q| (pytorch3d-style), differentiable in pure torch."""
-    w, x, y, z = (q / q.norm(dim=-1, keepdim=True)).unbind(-1)
-    return torch.stack(
-        [
-            torch.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            torch.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            torch.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )
+    """The rotation matrix of q / |q|, differentiable in pure torch."""
+    return formulas.rotation_matrix(torch, q / ((q * q).sum(-1)[..., None] ** 0.5))
 
 
 PURE_TORCH = {
@@ -252,8 +243,10 @@ def test_vmap_launches_once(rng, monkeypatch):
     from xform import _launch
 
     launches = []
-    real = _launch.forward
-    monkeypatch.setattr(_launch, "forward", lambda *a, **k: launches.append(1) or real(*a, **k))
+    real = _launch.products.forward
+    monkeypatch.setattr(
+        _launch.products, "forward", lambda *a, **k: launches.append(1) or real(*a, **k)
+    )
     q = torch.from_numpy(rng.normal(size=(64, 4)))
     torch.func.vmap(xt.quaternion_to_matrix)(q)
     assert len(launches) == 1
@@ -266,9 +259,9 @@ def test_needs_input_grad_skips_unrequested_gradients(rng, monkeypatch):
     from xform import _launch
 
     seen = []
-    real = _launch.vjp
+    real = _launch.products.vjp
     monkeypatch.setattr(
-        _launch,
+        _launch.products,
         "vjp",
         lambda ops, cot, zeros, needed=None, **kwargs: (
             seen.append(tuple(needed)) or real(ops, cot, zeros, needed, **kwargs)
@@ -305,7 +298,7 @@ def test_inputs_are_read_in_place(rng, monkeypatch):
     from xform import _launch
 
     pointers = []
-    real_forward, real_repeat = _launch.forward, _launch.repeat
+    real_forward, real_repeat = _launch.products.forward, _launch.repeats.repeat
 
     def forward(ops, *args, **kwargs):
         pointers.extend(a.ptr for a in ops.buffers)
@@ -315,8 +308,8 @@ def test_inputs_are_read_in_place(rng, monkeypatch):
         pointers.extend(arrays)
         return real_repeat(op, kind, key, arrays, *args)
 
-    monkeypatch.setattr(_launch, "forward", forward)
-    monkeypatch.setattr(_launch, "repeat", repeat)
+    monkeypatch.setattr(_launch.products, "forward", forward)
+    monkeypatch.setattr(_launch.repeats, "repeat", repeat)
     for _ in range(2):  # the checked call, then its repeat
         pointers.clear()
         args = tensors(random_args("pose_multiply", [(3,), (3,), (3,), (3,)], rng))
@@ -331,14 +324,14 @@ def _checked_calls(monkeypatch) -> list[str]:
 
     calls = []
     for name in ("forward", "vjp"):
-        real = getattr(_launch, name)
+        real = getattr(_launch.products, name)
 
         def checked(operands, *args, _real=real, _name=name, **kwargs):
             if isinstance(operands.buffers[0].owner, torch.Tensor):
                 calls.append(_name)
             return _real(operands, *args, **kwargs)
 
-        monkeypatch.setattr(_launch, name, checked)
+        monkeypatch.setattr(_launch.products, name, checked)
     return calls
 
 
@@ -555,7 +548,7 @@ def compile_loss(name):
     return loss
 
 
-@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("name", OP_NAMES)
 def test_compile_fullgraph_aot_eager(name, rng):
     torch._dynamo.reset()
     args = random_args(name, leading_cases(name)[2], rng)
@@ -613,7 +606,7 @@ def transform_cases(rng):
     """Every op, and each op family with its static arguments bound: label -> (fn, args,
     args mapped over a leading dimension, in_dims)."""
     cases = {}
-    for name in OPS:
+    for name in OP_NAMES:
         mapped_args, mapped = vmap_args(name, rng, size=2)
         cases[name] = (
             getattr(xt, name),

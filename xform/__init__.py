@@ -11,10 +11,11 @@ Warp functions, with the same reach. Importing `xform` imports neither framework
 """
 
 from . import kinematics, manifold  # written on the ops and the groups
+from ._define import define_op
 from ._functions import FUNCTIONS as _FUNCTIONS
 from ._functions import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
-from ._op import Op, Operand, Result, define_op
+from ._op import Op, Operand, Result
 from ._products import HigherDerivativeError
 from ._random import random_quaternion
 from .groups import SE2, SE3, SO2, SO3, Sim3

@@ -13,15 +13,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import warp as wp
 
-from . import _interop, _launch
-
-if TYPE_CHECKING:
-    from ._op import Op, OpFamily
+from . import _interop, _op
+from ._launch import buffers, products, repeats
+from ._op import Composite, Op, Product
 
 # Each framework's adapter module, by array kind: it gives `function(op)`, the op as a
 # function of that framework's arrays.
@@ -38,7 +37,8 @@ def _numpy_allocator(fill):
 
 def _warp_allocator(fill):
     def allocate(shape, scalar, device):
-        array = fill(shape, dtype=scalar, device=device)
+        # Warp has no 0-d arrays: a 0-d result is one element of shape (1,), a batch of one.
+        array = fill(shape or (1,), dtype=scalar, device=device)
         return array, array.ptr or 0
 
     return allocate
@@ -67,8 +67,8 @@ class ArrayArguments:
                 f"{type(x).__qualname__}; expected {self.wanted}"
             )
 
-    def check_family(self, family: OpFamily, args: Sequence[Any], kwargs: dict) -> None:
-        """A family's array arguments (`OpFamily.arrays`; an optional one may be None)."""
+    def check_family(self, family: Composite, args: Sequence[Any], kwargs: dict) -> None:
+        """A family's array arguments (`Composite.arrays`; an optional one may be None)."""
         bound = family.signature.bind(*args, **kwargs)  # a wrong call raises as Python's does
         parameters = family.signature.parameters
         for name in family.arrays:
@@ -87,7 +87,7 @@ def array_kind(op: Op, args: Sequence[Any]) -> str:
     """The one array kind ('numpy', 'warp', 'torch' or 'jax') of all arguments."""
     kinds = {}
     for operand, x in zip(op.operands, args):
-        if isinstance(x, _launch.Buffer):  # a number made an array (numbers_as_arrays)
+        if isinstance(x, buffers.Buffer):  # a number made an array (numbers_as_arrays)
             continue
         ARRAYS.check(op.name, operand.name, x)
         kinds[operand.name] = _interop.array_kind(x)
@@ -150,7 +150,7 @@ def numbers_as_arrays(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     arguments' float dtype (as a weakly typed scalar does in NumPy, PyTorch and JAX); a
     NumPy float keeps its own. With Warp arrays, the number becomes a core Buffer (Warp has
     no 0-d arrays), which the dispatch treats as being of the other arguments' kind."""
-    scalars = [_launch.is_number(x) and o.element == () for o, x in zip(op.operands, args)]
+    scalars = [buffers.is_number(x) and o.element == () for o, x in zip(op.operands, args)]
     if not any(scalars):
         return args
     like = next((x for x, scalar in zip(args, scalars) if not scalar), None)
@@ -175,7 +175,7 @@ def numbers_as_arrays(op: Op, args: Sequence[Any]) -> Sequence[Any]:
             like_scalar = getattr(like.dtype, "_wp_scalar_type_", like.dtype)
             dtype = x.dtype if strong else np.dtype(wp.dtype_to_numpy(like_scalar))
             array = wp.array(np.asarray([x], dtype=dtype), device=like.device)
-            return _launch.Buffer(array.ptr, (), dtype.name, str(like.device), array)
+            return buffers.Buffer(array.ptr, (), dtype.name, str(like.device), array)
         dtype = x.dtype if strong else (like.dtype if kind == "numpy" else np.float64)
         return np.asarray(x, dtype=dtype if np.dtype(dtype).kind == "f" else np.float64)
 
@@ -184,7 +184,7 @@ def numbers_as_arrays(op: Op, args: Sequence[Any]) -> Sequence[Any]:
 
 def _repeat_key(arrays: Sequence[Any]) -> tuple | None:
     """The key under which a call on NumPy arrays repeats an earlier one's launch
-    (`_launch.repeat`): each array's shape and dtype, where all are C-contiguous and of
+    (`_launch.repeats.repeat`): each array's shape and dtype, where all are C-contiguous and of
     native byte order; None otherwise."""
     key = []
     for x in arrays:
@@ -203,12 +203,15 @@ def apply(op: Op, args: Sequence[Any]):
         key = _repeat_key(args) if kind == "numpy" else None
         if key is not None:
             pointers = [x.ctypes.data for x in args]
-            results = _launch.repeat(op, "forward", key, pointers, *ALLOCATORS[kind])
+            results = repeats.repeat(op, Product.FORWARD, key, pointers, *ALLOCATORS[kind])
             if results is not None:
                 return _unpack(op, results)
-        operands = _launch.prepare(op, args)
-        return _unpack(op, _launch.forward(operands, *ALLOCATORS[kind], repeat_key=key))
+        operands = buffers.prepare(op, args)
+        return _unpack(op, products.forward(operands, *ALLOCATORS[kind], repeat_key=key))
     function = op.adapters.get(kind)  # a plain lookup, which torch.compile traces
     if function is None:
         function = importlib.import_module(ADAPTERS[kind]).function(op)
     return function(*args)
+
+
+_op.install_dispatch(apply)

@@ -13,29 +13,28 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from . import _launch
 from ._api import ALLOCATORS, ARRAYS, ArrayArguments, _core_kind, _unpack, numbers_as_arrays
-from ._op import Op, OpFamily
-from .ops import FAMILY_FUNCTIONS, OPS
+from ._launch import buffers, products
+from ._op import Composite, Op
+from .ops import COMPOSITES, OPS
 
 
-def resolve(op: Op | OpFamily | str) -> Op | OpFamily:
-    """An op or a function over ops (`OpFamily`), given itself or a built-in's name."""
-    if isinstance(op, (Op, OpFamily)):
+def resolve(op: Op | Composite | str) -> Op | Composite:
+    """An op or a function over ops (`Composite`), given itself or a built-in's name."""
+    if isinstance(op, (Op, Composite)):
         return op
     if isinstance(op, str):
         if op in OPS:
             return OPS[op]
-        if op in FAMILY_FUNCTIONS:
-            return FAMILY_FUNCTIONS[op]
+        if op in COMPOSITES:
+            return COMPOSITES[op]
         raise ValueError(
-            f"xform: no op named {op!r}; the built-in ops are "
-            f"{', '.join([*OPS, *FAMILY_FUNCTIONS])}"
+            f"xform: no op named {op!r}; the built-in ops are {', '.join([*OPS, *COMPOSITES])}"
         )
     raise TypeError(f"xform: expected an xform.Op or a built-in op's name, got {type(op).__name__}")
 
 
-def _record(family: OpFamily, args: Sequence[Any]) -> tuple[tuple, list]:
+def _record(family: Composite, args: Sequence[Any]) -> tuple[tuple, list]:
     """Run a function over ops on NumPy or Warp arrays, recording each op it calls with
     its arrays and results: (the results, the record)."""
     tape = []
@@ -58,7 +57,7 @@ def _sum(a, b):
     return wp.array(a.numpy() + b.numpy(), dtype=a.dtype, device=a.device)
 
 
-def _family_vjp(family: OpFamily, args: Sequence[Any], cotangents) -> tuple:
+def _family_vjp(family: Composite, args: Sequence[Any], cotangents) -> tuple:
     """The chain rule through the ops a function over ops called, last op first: each
     array's cotangent is the sum of those its uses give it."""
     results, tape = _record(family, args)
@@ -79,7 +78,7 @@ def _family_vjp(family: OpFamily, args: Sequence[Any], cotangents) -> tuple:
     return tuple(held.get(id(x)) if _is_array(x) else None for x in args)
 
 
-def _family_jvp(family: OpFamily, args: Sequence[Any], tangents: Sequence[Any]):
+def _family_jvp(family: Composite, args: Sequence[Any], tangents: Sequence[Any]):
     """The chain rule through the ops a function over ops called, first op first."""
     if len(tangents) != len(args):
         raise ValueError(f"{family.name}: expected {len(args)} tangents, got {len(tangents)}")
@@ -110,7 +109,7 @@ def vjp(op: Op | str, args: Sequence[Any], cotangents) -> tuple:
     arguments, static ones included (a convention string, a flag): None for those.
     """
     op = resolve(op)
-    if isinstance(op, OpFamily):
+    if isinstance(op, Composite):
         return _family_vjp(op, args, cotangents)
     args = numbers_as_arrays(op, args)
     kind = _core_kind(op, args, "vjp")
@@ -118,9 +117,9 @@ def vjp(op: Op | str, args: Sequence[Any], cotangents) -> tuple:
         cotangents = (cotangents,)
     if len(cotangents) != len(op.results):
         raise ValueError(f"{op.name}: expected {len(op.results)} cotangents, got {len(cotangents)}")
-    operands = _launch.prepare(op, args)
+    operands = buffers.prepare(op, args)
     empty, zeros = ALLOCATORS[kind]
-    return tuple(_launch.vjp(operands, cotangents, zeros, allocate=empty))
+    return tuple(products.vjp(operands, cotangents, zeros, allocate=empty))
 
 
 def jvp(op: Op | str, args: Sequence[Any], tangents: Sequence[Any]):
@@ -129,15 +128,15 @@ def jvp(op: Op | str, args: Sequence[Any], tangents: Sequence[Any]):
     argument. Returns one array for a one-result op, else a tuple. A function over ops
     takes its own arguments, static ones included (their tangents None)."""
     op = resolve(op)
-    if isinstance(op, OpFamily):
+    if isinstance(op, Composite):
         return _family_jvp(op, args, tangents)
     args = numbers_as_arrays(op, args)
     kind = _core_kind(op, args, "jvp")
     if len(tangents) != len(op.operands):
         raise ValueError(f"{op.name}: expected {len(op.operands)} tangents, got {len(tangents)}")
-    operands = _launch.prepare(op, args)
+    operands = buffers.prepare(op, args)
     empty, zeros = ALLOCATORS[kind]
-    return _unpack(op, _launch.jvp(operands, tangents, empty, zeros))
+    return _unpack(op, products.jvp(operands, tangents, empty, zeros))
 
 
 def _make_function(op: Op):
@@ -150,7 +149,7 @@ def _make_function(op: Op):
     return function
 
 
-def family_function(family: OpFamily, call, arrays: ArrayArguments):
+def family_function(family: Composite, call, arrays: ArrayArguments):
     """The function of an op family, whose ops run through `call(op, *arrays)`, and whose
     array arguments `arrays` checks first (as each op checks its own)."""
 
@@ -167,5 +166,5 @@ def family_function(family: OpFamily, call, arrays: ArrayArguments):
 FUNCTIONS = {name: _make_function(op) for name, op in OPS.items()}
 FUNCTIONS |= {
     name: family_function(family, lambda op, *arrays: op(*arrays), ARRAYS)
-    for name, family in FAMILY_FUNCTIONS.items()
+    for name, family in COMPOSITES.items()
 }

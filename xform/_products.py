@@ -1,17 +1,19 @@
 """Every product of an op as an op of its own: the second-order mechanism.
 
 An op's closed-form derivatives are plain `@wp.func`s, so each can be the element function
-of an op, whose own derivatives `_codegen.py` then generates as for any op:
+of an op, whose own derivatives `codegen.py` then generates as for any op:
 
-- `tangent_op(op)`: `(x_1..x_n, dx_1..dx_n) -> (dy_1..dy_r)`, the op's closed-form tangent
-  (through `prepare`'s closed form for a prepared operand). Its results are the op's.
-- `vjp_op(op)`: `(x_1..x_n, g_1..g_r) -> (x̄_k for each differentiable x_k)`, the op's
-  closed-form VJP. Its results are `like` the operands (see `_op.Result`): shaped like
-  them, summed where they are broadcast, as the first derivative's launch sums them.
+- `product_op(op, Product.TANGENT)`: `(x_1..x_n, dx_1..dx_n) -> (dy_1..dy_r)`, the op's
+  closed-form tangent (through `prepare`'s closed form for a prepared operand). Its
+  results are the op's.
+- `product_op(op, Product.VJP)`: `(x_1..x_n, g_1..g_r) -> (x̄_k for each differentiable
+  x_k)`, the op's closed-form VJP. Its results are `like` the operands (see
+  `_op.Result`): shaped like them, summed where they are broadcast, as the first
+  derivative's launch sums them.
 
 Their derivatives are the op's second derivatives, exact: Warp's adjoint (`wp.grad`) of a
 closed form that itself calls no `wp.grad`. The VJP op's tangent takes one reverse sweep,
-by the symmetry of the Hessian (`_codegen._vjp_tangent`). The framework adapters route a
+by the symmetry of the Hessian (`codegen._vjp_tangent`). The framework adapters route a
 derivative of a first derivative here: PyTorch's double backward and forward-over-reverse,
 JAX's JVP rules of the tangent and VJP primitives.
 
@@ -33,8 +35,10 @@ import math
 
 import warp as wp
 
-from . import _codegen, _op
-from ._op import Op, Operand, Result
+from . import _registry
+from ._define import define_op
+from ._launch.source import build, component, inner
+from ._op import Op, Operand, Product, Result
 
 
 class HigherDerivativeError(NotImplementedError):
@@ -42,12 +46,12 @@ class HigherDerivativeError(NotImplementedError):
     closed-form `tangent=` and `vjp=`, or a third derivative of any op."""
 
 
-_made: dict[tuple[Op, str], Op] = {}
+_made: dict[tuple[Op, Product], Op] = {}
 
 
-def available(op: Op, product: str) -> None:
-    """Raise HigherDerivativeError where `product` ("vjp" or "tangent") of `op` cannot be
-    made an op of its own (so that it could be differentiated)."""
+def available(op: Op) -> None:
+    """Raise HigherDerivativeError where `op`'s products cannot be made ops of their own
+    (so that they could be differentiated)."""
     if op.product_of is not None:
         base, of = op.product_of
         raise HigherDerivativeError(
@@ -72,23 +76,15 @@ def available(op: Op, product: str) -> None:
             )
 
 
-def vjp_op(op: Op) -> Op:
-    """The op `(x..., g...) -> x̄...` of `op`'s closed-form VJP (made once)."""
-    available(op, "vjp")
-    with _op._lock:
-        made = _made.get((op, "vjp"))
+def product_op(op: Op, product: Product) -> Op:
+    """The op of `op`'s closed-form `product`, made once: for the VJP
+    `(x..., g...) -> x̄...`, for the tangent `(x..., dx...) -> dy...`."""
+    available(op)
+    with _registry.lock:
+        made = _made.get((op, product))
         if made is None:
-            made = _made[(op, "vjp")] = _define_vjp_op(op)
-    return made
-
-
-def tangent_op(op: Op) -> Op:
-    """The op `(x..., dx...) -> dy...` of `op`'s closed-form tangent (made once)."""
-    available(op, "tangent")
-    with _op._lock:
-        made = _made.get((op, "tangent"))
-        if made is None:
-            made = _made[(op, "tangent")] = _define_tangent_op(op)
+            define = _define_vjp_op if product is Product.VJP else _define_tangent_op
+            made = _made[(op, product)] = define(op)
     return made
 
 
@@ -106,7 +102,7 @@ def _define_vjp_op(op: Op) -> Op:
         for o in op.operands
         if o.differentiable
     }
-    return _op._define_op(
+    return define_op(
         f"{op.name}_vjp",
         _pullback(op),
         operands,
@@ -116,7 +112,7 @@ def _define_vjp_op(op: Op) -> Op:
         # Its forward is the op's VJP kernel, which loops over runs where the op sums.
         runs=op.runs or bool(op.reduced),
         work=op.work,
-        product_of=(op, "vjp"),
+        product_of=(op, Product.VJP),
     )
 
 
@@ -126,7 +122,7 @@ def _define_tangent_op(op: Op) -> Op:
     operands |= {name: _unprepared(o) for name, o in zip(tangents, op.operands)}
     differentiable = [o.name for o in op.operands if o.differentiable]
     differentiable += [t for o, t in zip(op.operands, tangents) if o.differentiable]
-    return _op._define_op(
+    return define_op(
         f"{op.name}_tangent",
         _pushforward(op),
         operands,
@@ -135,7 +131,7 @@ def _define_tangent_op(op: Op) -> Op:
         doc=f"The tangent of {op.name}: its results' tangents.",
         runs=op.runs,
         work=op.work,
-        product_of=(op, "tangent"),
+        product_of=(op, Product.TANGENT),
     )
 
 
@@ -147,18 +143,6 @@ def _unit(element: tuple[int, ...], c: int, scalar: str) -> str:
     0 (c = -1: zero), built in one constructor call (Warp's adjoint needs that)."""
     values = [f"{scalar}({1.0 if i == c else 0.0})" for i in range(max(1, math.prod(element)))]
     return _assemble(values, element)
-
-
-def _component(name: str, c: int, element: tuple[int, ...]) -> str:
-    if not element:
-        return name
-    return f"{name}[{c}]" if len(element) == 1 else f"{name}[{c // element[1]}, {c % element[1]}]"
-
-
-def _inner(a: str, b: str, element: tuple[int, ...]) -> str:
-    if not element:
-        return f"{a} * {b}"
-    return f"wp.dot({a}, {b})" if len(element) == 1 else f"wp.ddot({a}, {b})"
 
 
 def _assemble(parts: list[str], element: tuple[int, ...]) -> str:
@@ -176,7 +160,7 @@ def closed_tangent(op: Op) -> wp.Function | None:
     `dy_j[c] = <vjp(x, e_jc), dx>`); None where it has neither."""
     if op.tangent is not None or op.vjp is None:
         return op.tangent
-    return _transposed(op, "vjp")
+    return _transposed(op, Product.VJP)
 
 
 def closed_vjp(op: Op) -> wp.Function | None:
@@ -185,12 +169,12 @@ def closed_vjp(op: Op) -> wp.Function | None:
     `x̄_k[c] = <g, tangent(x, e_kc)>`); None where it has neither."""
     if op.vjp is not None or op.tangent is None:
         return op.vjp
-    return _transposed(op, "tangent")
+    return _transposed(op, Product.TANGENT)
 
 
 @functools.cache
-def _transposed(op: Op, given: str) -> wp.Function:
-    """The product that `given` ("tangent" or "vjp") is not, from `given`'s closed form
+def _transposed(op: Op, given: Product) -> wp.Function:
+    """The product that `given` (the tangent or the VJP) is not, from `given`'s closed form
     called on unit seeds: each component of the product is one inner product."""
     n = len(op.operands)
     operands = [o.value_element for o in op.operands]
@@ -198,9 +182,9 @@ def _transposed(op: Op, given: str) -> wp.Function:
     xs = [f"x{k}" for k in range(n)]
     # The tangent's seeds run over the operands, pairing its results with the cotangents;
     # the VJP's run over the results, pairing its operands' cotangents with the tangents.
-    seeded, paired = (operands, results) if given == "tangent" else (results, operands)
+    seeded, paired = (operands, results) if given == Product.TANGENT else (results, operands)
     others = [f"o{i}" for i in range(len(paired))]
-    scalar = f"type({_component('x0', 0, operands[0])})"
+    scalar = f"type({component('x0', 0, operands[0])})"
     lines, outs = [], []
     for k, element in enumerate(seeded):
         parts = []
@@ -208,21 +192,22 @@ def _transposed(op: Op, given: str) -> wp.Function:
             seeds = [_unit(e, c if i == k else -1, scalar) for i, e in enumerate(seeded)]
             values = [f"v{k}_{c}_{i}" for i in range(len(paired))]
             lines.append(f"    {', '.join(values)} = G({', '.join(xs + seeds)})")
-            parts.append(" + ".join(_inner(v, o, e) for v, o, e in zip(values, others, paired)))
+            pairs = zip(values, others, paired)
+            parts.append(" + ".join(inner(v, o, e) for v, o, e in pairs))
         outs.append(_assemble(parts, element))
     source = (
         f"({', '.join(f'{a}: Any' for a in xs + others)}):\n"
         + "\n".join(lines)
         + f"\n    return {', '.join(outs)}\n"
     )
-    function = op.tangent if given == "tangent" else op.vjp
+    function = op.tangent if given == Product.TANGENT else op.vjp
     return _build(op, f"transposed_{given}", source, {"G": function})
 
 
 def _build(op: Op, part: str, source: str, namespace: dict) -> wp.Function:
     name = f"{op.key}_xform_{part}"
     module = f"xform_ops.{op.key}.{part}"
-    return _codegen._build(f"@wp.func\ndef {name}{source}", module, namespace)[name]
+    return build(f"@wp.func\ndef {name}{source}", module, namespace)[name]
 
 
 def _pullback(op: Op) -> wp.Function:

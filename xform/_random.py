@@ -16,18 +16,19 @@ import numpy as np
 from .ops import OPS
 
 
-def sample_shape(function: str, shape) -> tuple[int, ...]:
-    """`shape` (an int or a sequence of ints) as a tuple, or a clear error."""
+def sample_shape(function: str, shape, name: str = "shape") -> tuple[int, ...]:
+    """`shape` (an int or a sequence of ints), argument `name` of `function`, as a tuple of
+    dimensions, or a clear error: every batch shape that xform makes arrays of is read here."""
     try:
         dims = (operator.index(shape),) if not hasattr(shape, "__iter__") else tuple(
             operator.index(n) for n in shape
         )  # fmt: skip
     except TypeError:
         raise TypeError(
-            f"xform.{function}: 'shape' must be an int or a sequence of ints, got {shape!r}"
+            f"xform.{function}: '{name}' must be an int or a sequence of ints, got {shape!r}"
         ) from None
     if any(n < 0 for n in dims):
-        raise ValueError(f"xform.{function}: 'shape' {dims} has a negative dimension")
+        raise ValueError(f"xform.{function}: '{name}' {dims} has a negative dimension")
     return dims
 
 

@@ -12,9 +12,16 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
+from xform.optim._sparse import block_pattern, make_solver
+
 from . import groups
 from .problem import Problem
-from .sparse import BlockPattern, make_solver
+
+# The chordal start's weights span at most this ratio: the normal equations of a graph whose
+# weights span more than 1/epsilon lose the light edges to rounding (a chain with edges of
+# weight 1 and 1e16 has a Schur complement of 1e16 - 1e16), and a start need not be
+# weighted exactly: Levenberg-Marquardt then optimises with the full information.
+WEIGHT_RANGE = 1e8
 
 
 def _anchored(problem: Problem, poses, fw):
@@ -65,13 +72,25 @@ def odometry(problem: Problem, fw, solver: str | None = None):
 
 def _edge_weights(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     """Isotropic weights from each information matrix, as SE-Sync's: kappa for the
-    rotation, tau for the translation, the inverse mean variance of each."""
-    covariance = np.linalg.inv(problem.information)
+    rotation, tau for the translation, the inverse mean variance of each; each set clipped
+    to `WEIGHT_RANGE` below its largest, so that its linear system stays solvable however
+    badly scaled the information is (a variance that overflows gives a weight of 0, then
+    the smallest allowed)."""
     D = problem.group.space_dim
     rotation_dof = problem.group.tangent_dim - D
-    tau = D / np.trace(covariance[:, :D, :D], axis1=1, axis2=2)
-    kappa = rotation_dof / np.trace(covariance[:, D:, D:], axis1=1, axis2=2)
-    return kappa, tau
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        covariance = np.linalg.inv(problem.information)
+        tau = D / np.trace(covariance[:, :D, :D], axis1=1, axis2=2)
+        kappa = rotation_dof / np.trace(covariance[:, D:, D:], axis1=1, axis2=2)
+    return _clipped(kappa), _clipped(tau)
+
+
+def _clipped(weights: np.ndarray) -> np.ndarray:
+    weights = np.where(np.isfinite(weights) & (weights > 0), weights, 0.0)
+    largest = weights.max(initial=0.0)
+    if largest == 0.0:  # no usable weight: every edge alike
+        return np.ones_like(weights)
+    return np.clip(weights, largest / WEIGHT_RANGE, largest)
 
 
 def chordal(problem: Problem, fw, solver: str | None = None):
@@ -89,16 +108,22 @@ def chordal(problem: Problem, fw, solver: str | None = None):
     # the right-hand side: the gradient at Y = 0 (Y_0 = I) is -kappa M for j when i = 0, and
     # -kappa M^T for i when j = 0.
     eye = np.broadcast_to(np.eye(D), measured.shape)
-    blocks = BlockPattern(n, D, i, j)
+    blocks, slots = block_pattern(n - 1, D, i - 1, j - 1)  # vertex 0 left out
+    weight = kappa[:, None, None]
     values = blocks.assemble(
-        kappa[:, None, None] * eye, -kappa[:, None, None] * measured, kappa[:, None, None] * eye
+        slots,
+        np.concatenate(
+            [(weight * eye).ravel(), (-weight * measured).ravel(), (weight * eye).ravel()]
+        ),
     )
     transposed = np.swapaxes(measured, 1, 2)
     from_zero = (i == 0)[:, None, None]
     to_zero = (j == 0)[:, None, None]
-    g_i = np.where(to_zero, -kappa[:, None, None] * measured, 0.0)  # (m, D, D): columns
-    g_j = np.where(from_zero, -kappa[:, None, None] * transposed, 0.0)
-    gradient = np.stack([blocks.gradient(g_i[..., c], g_j[..., c]) for c in range(D)], axis=1)
+    g_i = np.where(to_zero, -weight * measured, 0.0)  # (m, D, D): columns
+    g_j = np.where(from_zero, -weight * transposed, 0.0)
+    gradient = np.stack(
+        [_gradient(n - 1, D, i - 1, j - 1, g_i[..., c], g_j[..., c]) for c in range(D)], axis=1
+    )
     y = make_solver(blocks, solver)(values, -gradient).reshape(n - 1, D, D)
     matrices = np.concatenate([np.eye(D)[None], np.swapaxes(y, 1, 2)])  # R_v = Y_v^T
     rotations = groups.nearest_rotations(fw, group, matrices)
@@ -106,14 +131,25 @@ def chordal(problem: Problem, fw, solver: str | None = None):
     # Translations: residual t_j - t_i - b with b = R_i t_ij; t_0 = 0 fixed.
     projected = fw.numpy(fw.group(rotations).as_matrix())
     b = np.einsum("eab,eb->ea", projected[i], problem.measurements.position)
-    laplacian = BlockPattern(n, 1, i, j)
-    values = laplacian.assemble(tau, -tau, tau)
+    laplacian, slots = block_pattern(n - 1, 1, i - 1, j - 1)
+    values = laplacian.assemble(slots, np.concatenate([tau, -tau, tau]))
     gradient = np.stack(
-        [laplacian.gradient(tau * b[:, c], -tau * b[:, c]) for c in range(D)], axis=1
+        [_gradient(n - 1, 1, i - 1, j - 1, tau * b[:, c], -tau * b[:, c]) for c in range(D)],
+        axis=1,
     )
     translations = make_solver(laplacian, solver)(values, -gradient)
     positions = np.concatenate([np.zeros((1, D)), translations])
     return _anchored(problem, group.from_rotation_and_translation(rotations, positions), fw)
+
+
+def _gradient(blocks: int, d: int, i, j, g_i, g_j) -> np.ndarray:
+    """The vector (blocks d,) summing each edge's g_i (m, d) into block i and g_j into j;
+    blocks < 0 (vertex 0) left out."""
+    a = np.arange(d)
+    rows = np.concatenate([(i[:, None] * d + a).ravel(), (j[:, None] * d + a).ravel()])
+    values = np.concatenate([np.ravel(g_i), np.ravel(g_j)])
+    keep = rows >= 0
+    return np.bincount(rows[keep], values[keep], minlength=blocks * d)
 
 
 INITIALISATIONS = {"chordal": chordal, "odometry": odometry, "file": from_file}

@@ -14,9 +14,9 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from xform import SE2, SE3
+from xform.optim.g2o import G2oGraph
 
 from . import groups
-from .g2o import G2oGraph
 
 
 @dataclass
@@ -53,12 +53,8 @@ def _where(graph: G2oGraph, edge: int) -> str:
     return f"{graph.source}:{graph.edge_lines[edge]}"
 
 
-def _poses(group, positions: np.ndarray, rotations: np.ndarray, fw, where):
-    """A file's poses on the group; `where(k)` names the k-th in an error."""
-    if group is SE3:
-        zero = np.flatnonzero(np.linalg.norm(rotations, axis=-1) < 1e-12)
-        if len(zero):
-            raise ValueError(f"{where(zero[0])}: the quaternion is zero")
+def _poses(group, positions: np.ndarray, rotations: np.ndarray, fw):
+    """A file's poses on the group (the reader refused zero quaternions, naming the line)."""
     return groups.from_file(fw, group, positions, rotations)
 
 
@@ -102,18 +98,10 @@ def make_problem(graph: G2oGraph, fw) -> Problem:
             f"{ids[cut_off[0]]} and {len(cut_off) - 1} others cannot be reached from "
             f"vertex {ids[0]}"
         )
-    measurements = _poses(
-        group, graph.edge_positions, graph.edge_rotations, fw, lambda k: _where(graph, k)
-    )
+    measurements = _poses(group, graph.edge_positions, graph.edge_rotations, fw)
     if graph.has_vertices:
         order = np.argsort(graph.vertex_ids)
-        file_poses = _poses(
-            group,
-            graph.vertex_positions[order],
-            graph.vertex_rotations[order],
-            fw,
-            lambda k: f"{graph.source}: vertex {graph.vertex_ids[order][k]}",
-        )
+        file_poses = _poses(group, graph.vertex_positions[order], graph.vertex_rotations[order], fw)
         anchor = file_poses[:1]
     else:
         file_poses = None
@@ -146,5 +134,6 @@ def with_poses(problem: Problem, poses, fw) -> G2oGraph:
         edge_information=graph.edge_information,
         source=graph.source,
         edge_lines=graph.edge_lines,
+        vertex_lines=None,
         skipped=graph.skipped,
     )

@@ -14,6 +14,7 @@ applies B first.
 
 from __future__ import annotations
 
+import numbers
 import operator
 import sys
 from collections.abc import Callable
@@ -23,6 +24,7 @@ import numpy as np
 
 from .. import _interop
 from .._functions import FUNCTIONS as _CORE_FUNCTIONS
+from .._random import sample_shape
 
 Self = TypeVar("Self", bound="LieGroup")
 
@@ -133,17 +135,49 @@ class LieGroup:
                 f"this element {self._kind} arrays; convert one with .to_{self._kind}()"
             )
 
-    def _points(self, points, method: str):
-        """`points` must be an array of this element's framework whose last axis is the
-        space's dimension."""
-        functions = argument(type(self), method, "points", points, (self.space_dim,))
-        if functions is not self._ops:
+    def _operand(self, array, method: str, name: str, trailing: tuple[int, ...]):
+        """`array` checked as argument `name` of `method`: an array of this element's
+        framework and dtype whose last axes are `trailing`."""
+        argument(type(self), method, name, array, trailing)
+        where = f"xform.{type(self).__name__}.{method}"
+        if _interop.array_kind(array) != self._kind:
             raise TypeError(
-                f"xform.{type(self).__name__}.{method}: 'points' is a "
-                f"{_interop.array_kind(points)} array and this element holds {self._kind} "
-                f"arrays; convert one with xform.to_{self._kind}"
+                f"{where}: '{name}' is a {_interop.array_kind(array)} array and this element "
+                f"holds {self._kind} arrays; convert one with xform.to_{self._kind}"
             )
-        return points
+        if dtype_name(array) != dtype_name(self._arrays[0]):
+            raise TypeError(
+                f"{where}: '{name}' has dtype {dtype_name(array)} and this element "
+                f"{dtype_name(self._arrays[0])}; convert one"
+            )
+        return array
+
+    def _points(self, points, method: str):
+        """`points`: an array of this element's framework whose last axis is the space's
+        dimension."""
+        return self._operand(points, method, "points", (self.space_dim,))
+
+    def _parameter(self, t, method: str, *others: LieGroup):
+        """`t` of `method` (a path's parameter): a real number, or an array of this
+        element's framework and dtype whose shape broadcasts with the batch shapes of this
+        element and `others`. The same rule for every group, whatever its op."""
+        if isinstance(t, numbers.Real) and not isinstance(t, bool):
+            return float(t)
+        if _interop.array_kind(t) is None:
+            raise TypeError(
+                f"xform.{type(self).__name__}.{method}: 't' is a {type(t).__module__}."
+                f"{type(t).__qualname__}; expected a number or a {self._kind} array"
+            )
+        self._operand(t, method, "t", ())
+        for element in (self, *others):
+            try:
+                np.broadcast_shapes(tuple(t.shape), element.shape)
+            except ValueError:
+                raise ValueError(
+                    f"xform.{type(self).__name__}.{method}: 't' has shape {tuple(t.shape)}, "
+                    f"which does not broadcast with the batch shape {element.shape}"
+                ) from None
+        return t
 
     # --- batches ------------------------------------------------------------------------
 
@@ -168,9 +202,9 @@ class LieGroup:
         return (self[i] for i in range(len(self)))
 
     def __getitem__(self: Self, index) -> Self:
-        """NumPy indexing of the batch axes."""
+        """NumPy indexing of the batch axes, never of the fields' own (last) axis."""
         index = index if isinstance(index, tuple) else (index,)
-        taken = sum(i is not None and i is not Ellipsis for i in index)
+        taken = sum(map(_axes_taken, index))
         if taken > len(self.shape):
             raise IndexError(
                 f"xform.{type(self).__name__}: too many indices ({taken}) for batch shape "
@@ -245,6 +279,7 @@ class LieGroup:
         """The geodesic `self exp(t log(self^-1 other))`, `t` a number or an array of the
         batch shape; 0 gives self, 1 other, any real t allowed."""
         self._same_group(other, "interpolate")
+        t = self._parameter(t, "interpolate", other)
         delta = self.inverse().multiply(other).log()
         if _interop.array_kind(t) is not None:
             t = t[..., None]
@@ -263,11 +298,16 @@ class LieGroup:
     @classmethod
     def identity(cls: type[Self], batch_shape=(), *, like=None, dtype=None) -> Self:
         """The identity, of batch shape `batch_shape`: NumPy float64 unless `like` (an array
-        whose framework, device and dtype it takes) or `dtype` says otherwise."""
-        zeros = _zeros(
-            _batch(batch_shape, f"{cls.__name__}.identity"), cls.tangent_dim, like, dtype
-        )
-        return cls.exp(zeros)
+        whose framework, device and dtype it takes) or `dtype` (a NumPy, PyTorch or JAX
+        float dtype, or its name) says otherwise."""
+        where = f"{cls.__name__}.identity"
+        batch = _batch(batch_shape, where)
+        _like_kind(like, where)
+        dtype = _float_dtype(dtype, like, where) or "float64"
+        return cls.exp(_zeros((*batch, cls.tangent_dim), like, dtype))
+
+
+# --- the arguments of constructors ------------------------------------------------------------
 
 
 def _element(size: int | None) -> tuple[int, ...]:
@@ -283,37 +323,74 @@ def _attribute(cls, field: str) -> str:
 
 
 def _batch(shape, where: str) -> tuple[int, ...]:
-    try:
-        return (operator.index(shape),) if not hasattr(shape, "__iter__") else tuple(
-            operator.index(n) for n in shape
-        )  # fmt: skip
-    except TypeError:
-        raise TypeError(f"xform.{where}: the batch shape must be ints, got {shape!r}") from None
+    """Argument `batch_shape` of constructor `where`, checked."""
+    return sample_shape(where, shape, "batch_shape")
 
 
-def _zeros(batch: tuple[int, ...], size: int, like, dtype):
-    """Zeros of shape batch + (size,) in `like`'s framework and device (NumPy by default),
-    of `dtype` (like's, else float64)."""
-    kind = "numpy" if like is None else _interop.array_kind(like)
-    if kind in (None, "warp"):
+def _like_kind(like, where: str) -> str:
+    """The framework of argument `like` of `where` ('numpy' for None), or a TypeError."""
+    if like is None:
+        return "numpy"
+    kind = _interop.array_kind(like)
+    if kind not in FRAMEWORKS:
         raise TypeError(
-            f"xform: 'like' must be a NumPy, PyTorch or JAX array, got {type(like).__name__}"
+            f"xform.{where}: 'like' must be a NumPy, PyTorch or JAX array, got "
+            f"{type(like).__module__}.{type(like).__qualname__}"
         )
+    return kind
+
+
+def _float_dtype(dtype, like, where: str) -> str | None:
+    """'float32' or 'float64': argument `dtype` of `where` (a NumPy, PyTorch or JAX dtype,
+    or its name) else `like`'s dtype, whatever framework the result is of; None when
+    neither is given."""
+    if dtype is None and like is None:
+        return None
+    source = "'dtype' is" if dtype is not None else "'like' has dtype"
+    dtype = like.dtype if dtype is None else dtype
+    if type(dtype).__module__ == "torch":  # torch.float64 -> "float64"
+        name = str(dtype).removeprefix("torch.")
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = repr(dtype)
+    if name not in _FLOATS:
+        raise TypeError(f"xform.{where}: {source} {name}; expected float32 or float64")
+    return name
+
+
+def _zeros(shape: tuple[int, ...], like=None, dtype: str | None = None):
+    """Zeros of `shape` in the framework of `like` (a NumPy, PyTorch or JAX array; NumPy
+    when None) and on its device, of `dtype` (a name; else like's dtype, else float64)."""
+    kind = "numpy" if like is None else _interop.array_kind(like)
     if kind == "torch":
         import torch
 
-        dtype = like.dtype if dtype is None else getattr(torch, np.dtype(dtype).name)
-        return torch.zeros((*batch, size), dtype=dtype, device=like.device)
+        dtype = like.dtype if dtype is None else getattr(torch, dtype)
+        return torch.zeros(shape, dtype=dtype, device=like.device)
     if kind == "jax":
         import jax
         import jax.numpy as jnp
 
-        zeros = jnp.zeros((*batch, size), dtype=like.dtype if dtype is None else dtype)
+        zeros = jnp.zeros(shape, dtype=like.dtype if dtype is None else dtype)
         if isinstance(like, jax.Array) and not isinstance(like, jax.core.Tracer):
             zeros = jax.device_put(zeros, like.sharding)
         return zeros
-    dtype = np.float64 if dtype is None and like is None else (dtype or like.dtype)
-    return np.zeros((*batch, size), dtype=dtype)
+    return np.zeros(shape, dtype=dtype or (np.float64 if like is None else like.dtype))
+
+
+def _axes_taken(index) -> int:
+    """How many batch axes one item of an index consumes, by NumPy's rules: none for None
+    and `...`, a boolean mask's dimensions for a mask (a bool scalar adds an axis), one
+    for anything else."""
+    if index is None or index is Ellipsis:
+        return 0
+    if isinstance(index, list):
+        index = np.asarray(index)
+    if str(getattr(index, "dtype", "")).removeprefix("torch.") == "bool":
+        return len(index.shape)
+    return 0 if isinstance(index, bool) else 1
 
 
 def _checked(cls: type[LieGroup], arrays) -> tuple:
@@ -442,33 +519,63 @@ def group(cls: type[Self]) -> type[Self]:
 
 
 class Random:
-    """Draws in one framework, chosen as `random_quaternion`'s conventions: a JAX `key`, a
-    torch `generator`, else `like`'s framework (a torch or NumPy `seed`... as their own),
-    NumPy by default (`seed`: an int, a SeedSequence or a Generator). float64 unless
-    `dtype` or `like` says otherwise (torch and JAX: their default float)."""
+    """Draws in one framework, from one source of randomness: a torch `generator`, a JAX
+    `key`, or a `seed` (an int, a SeedSequence or a Generator, as NumPy takes it), drawn
+    in `like`'s framework (NumPy by default; torch and JAX draw from a generator or key
+    seeded from it, so that one seed gives the same draws). With none of them, torch's
+    global generator, or NumPy's fresh entropy; JAX needs one. float64 unless `dtype` or
+    `like` says otherwise (a generator or key without either: torch's and JAX's default
+    float). Arguments that disagree (two sources, or a source of another framework than
+    `like`) are a TypeError."""
 
     def __init__(self, where: str, seed, generator, key, like, dtype) -> None:
         self.where = where
-        if key is not None:
-            self.kind = "jax"
-        elif generator is not None:
-            self.kind = "torch"
-        elif like is not None:
-            self.kind = _interop.array_kind(like)
-            if self.kind not in FRAMEWORKS:
+        given = (("seed", seed), ("generator", generator), ("key", key))
+        sources = [name for name, value in given if value is not None]
+        if len(sources) > 1:
+            raise TypeError(
+                f"xform.{where}: got both '{sources[0]}' and '{sources[1]}'; pass one "
+                "source of randomness"
+            )
+        like_kind = _like_kind(like, where) if like is not None else None
+        if generator is not None:
+            torch = sys.modules.get("torch")
+            if torch is None or not isinstance(generator, torch.Generator):
                 raise TypeError(
-                    f"xform.{where}: 'like' must be a NumPy, PyTorch or JAX array, got "
-                    f"{type(like).__name__}"
+                    f"xform.{where}: 'generator' must be a torch.Generator, got "
+                    f"{type(generator).__module__}.{type(generator).__qualname__}"
                 )
-            if self.kind == "jax":
-                raise TypeError(f"xform.{where}: JAX draws need a PRNG 'key'")
+            self.kind = "torch"
+        elif key is not None:
+            if _interop.array_kind(key) != "jax":
+                raise TypeError(
+                    f"xform.{where}: 'key' must be a JAX PRNG key, got "
+                    f"{type(key).__module__}.{type(key).__qualname__}"
+                )
+            self.kind = "jax"
         else:
-            self.kind = "numpy"
+            self.kind = like_kind or "numpy"
+        if like_kind is not None and like_kind != self.kind:
+            raise TypeError(
+                f"xform.{where}: '{sources[0]}' draws {self.kind} arrays and 'like' is a "
+                f"{like_kind} array; pass a 'like' of {self.kind}, or a 'seed'"
+            )
+        self.rng = None
+        if self.kind == "numpy":
+            self.rng = _numpy_generator(seed, where)
+        elif self.kind == "torch" and seed is not None:
+            import torch
+
+            generator = torch.Generator(device=like.device)
+            generator.manual_seed(_derived_seed(seed, where))
+        elif self.kind == "jax" and key is None:
+            if seed is None:
+                raise TypeError(f"xform.{where}: JAX draws need a PRNG 'key' or a 'seed'")
+            import jax
+
+            key = jax.random.key(_derived_seed(seed, where))
         self.key, self.generator, self.like = key, generator, like
-        self.rng = np.random.default_rng(seed) if self.kind == "numpy" else None
-        if dtype is None and like is not None:
-            dtype = like.dtype
-        self.dtype = dtype
+        self.dtype = _float_dtype(dtype, like, where)
 
     def _next_key(self):
         import jax
@@ -507,12 +614,27 @@ class Random:
     def _torch(self) -> dict:
         import torch
 
-        dtype = self.dtype
-        if dtype is not None and not isinstance(dtype, torch.dtype):
-            dtype = getattr(torch, np.dtype(dtype).name)
+        dtype = None if self.dtype is None else getattr(torch, self.dtype)
         device = (
             self.like.device
             if self.like is not None
             else (self.generator.device if self.generator is not None else None)
         )
         return {"dtype": dtype, "device": device}
+
+
+def _numpy_generator(seed, where: str) -> np.random.Generator:
+    """`np.random.default_rng(seed)`, its errors naming argument `seed` of `where`."""
+    try:
+        return np.random.default_rng(seed)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(
+            f"xform.{where}: 'seed' must be an int >= 0, a numpy.random.SeedSequence or a "
+            f"numpy.random.Generator, got {seed!r} ({exc})"
+        ) from None
+
+
+def _derived_seed(seed, where: str) -> int:
+    """A seed for torch's or JAX's generator, drawn from NumPy's for `seed`: the same seed
+    gives the same draws in every framework's own stream, and a Generator advances."""
+    return int(_numpy_generator(seed, where).integers(2**63))

@@ -113,6 +113,7 @@ class SE3(LieGroup):
         """The SE(3) geodesic `T1 exp(t log(T1^-1 T2))` (`pose_interpolate`): the
         translation follows a screw."""
         self._same_group(other, "interpolate")
+        t = self._parameter(t, "interpolate", other)
         return SE3._trusted(
             *self._ops["pose_interpolate"](
                 self.position, self.quaternion, other.position, other.quaternion, t

@@ -90,4 +90,4 @@ class SO2(LieGroup):
 
 
 def _ones_matrix(element: LieGroup):
-    return _zeros((*element.shape, 1), 1, element._arrays[0], None) + 1
+    return _zeros((*element.shape, 1, 1), element._arrays[0]) + 1

@@ -100,6 +100,7 @@ class SO3(LieGroup):
     def interpolate(self, other: SO3, t) -> SO3:
         """Spherical linear interpolation along the shorter arc (`quaternion_slerp`)."""
         self._same_group(other, "interpolate")
+        t = self._parameter(t, "interpolate", other)
         return SO3._trusted(self._ops["quaternion_slerp"](self.quaternion, other.quaternion, t))
 
     def as_quaternion_xyzw(self):

@@ -39,7 +39,8 @@ from typing import Any
 
 import warp as wp
 
-from .._op import Op, Operand, define_op
+from .._define import define_op
+from .._op import Op, Operand
 from ..ops.quaternion import quat_conjugate, quat_multiply, vector_part
 from . import _urdf
 
@@ -248,6 +249,24 @@ def column_bottom(matrix: Any, column: int):
 
 
 @wp.func
+def path_joint(q: Any, model: Any, quaternions: Any, i: int, on_path: int):
+    """Link i's joint, seen from link `on_path` on a walk from a link to the root, leaves
+    first: its kind (FIXED where i is not on the path: it moves nothing there), its
+    direction (`joint_direction`), its coordinate, and the walk's next link."""
+    kind = FIXED
+    direction = wp.vector(length=3, dtype=type(q[0]))
+    column = wp.int32(0)
+    if i == on_path:
+        row = model[i]
+        kind = wp.int32(row[KIND])
+        if kind != FIXED:
+            direction = joint_direction(row, quaternions[i])
+            column = row_index(row, len(q))
+        on_path = row_parent(row, i)
+    return kind, direction, column, on_path
+
+
+@wp.func
 def jacobian(q: Any, model: Any, link: Any):
     positions, quaternions = link_poses(q, model)
     result = wp.matrix(shape=(6, len(q)), dtype=type(q[0]))
@@ -257,18 +276,13 @@ def jacobian(q: Any, model: Any, link: Any):
     target = positions[on_path]
     for step in range(1, n):
         i = n - step
-        if i == on_path:
-            row = model[i]
-            kind = wp.int32(row[KIND])
-            if kind != FIXED:
-                direction = joint_direction(row, quaternions[i])
-                column = row_index(row, len(q))
-                if kind == REVOLUTE:
-                    arm = target - positions[i]
-                    result = column_add(result, column, wp.cross(direction, arm), direction)
-                else:
-                    result = column_add(result, column, direction, zero)
-            on_path = row_parent(row, i)
+        kind, direction, column, on_path = path_joint(q, model, quaternions, i, on_path)
+        if kind == REVOLUTE:
+            result = column_add(
+                result, column, wp.cross(direction, target - positions[i]), direction
+            )
+        elif kind != FIXED:
+            result = column_add(result, column, direction, zero)
     return result
 
 
@@ -284,20 +298,14 @@ def jacobian_tangent(q: Any, model: Any, link: Any, dq: Any, d_model: Any, d_lin
     target_velocity = linear[on_path]
     for step in range(1, n):
         i = n - step
-        if i == on_path:
-            row = model[i]
-            kind = wp.int32(row[KIND])
-            if kind != FIXED:
-                direction = joint_direction(row, quaternions[i])
-                turn = wp.cross(angular[i], direction)  # the direction's rate
-                column = row_index(row, len(q))
-                if kind == REVOLUTE:
-                    arm = target - positions[i]
-                    top = wp.cross(turn, arm) + wp.cross(direction, target_velocity - linear[i])
-                    result = column_add(result, column, top, turn)
-                else:
-                    result = column_add(result, column, turn, zero)
-            on_path = row_parent(row, i)
+        kind, direction, column, on_path = path_joint(q, model, quaternions, i, on_path)
+        turn = wp.cross(angular[i], direction)  # the direction's rate
+        if kind == REVOLUTE:
+            arm = target - positions[i]
+            top = wp.cross(turn, arm) + wp.cross(direction, target_velocity - linear[i])
+            result = column_add(result, column, top, turn)
+        elif kind != FIXED:
+            result = column_add(result, column, turn, zero)
     return result
 
 
@@ -312,24 +320,18 @@ def jacobian_vjp(q: Any, model: Any, link: Any, g_jacobian: Any):
     target = positions[last]
     for step in range(1, n):
         i = n - step
-        if i == on_path:
-            row = model[i]
-            kind = wp.int32(row[KIND])
-            if kind != FIXED:
-                direction = joint_direction(row, quaternions[i])
-                column = row_index(row, len(q))
-                g_top = column_top(g_jacobian, column)
-                if kind == REVOLUTE:
-                    # <g_top, (w x d) x r + d x (v_L - v_i)> + <g_bottom, w x d>
-                    arm = target - positions[i]
-                    g_bottom = column_bottom(g_jacobian, column)
-                    torque[i] = torque[i] + wp.cross(direction, wp.cross(arm, g_top) + g_bottom)
-                    push = wp.cross(g_top, direction)
-                    force[last] = force[last] + push
-                    force[i] = force[i] - push
-                else:
-                    torque[i] = torque[i] + wp.cross(direction, g_top)
-            on_path = row_parent(row, i)
+        kind, direction, column, on_path = path_joint(q, model, quaternions, i, on_path)
+        g_top = column_top(g_jacobian, column)
+        if kind == REVOLUTE:
+            # <g_top, (w x d) x r + d x (v_L - v_i)> + <g_bottom, w x d>
+            arm = target - positions[i]
+            g_bottom = column_bottom(g_jacobian, column)
+            torque[i] = torque[i] + wp.cross(direction, wp.cross(arm, g_top) + g_bottom)
+            push = wp.cross(g_top, direction)
+            force[last] = force[last] + push
+            force[i] = force[i] - push
+        elif kind != FIXED:
+            torque[i] = torque[i] + wp.cross(direction, g_top)
     gradient = pull_back(q, model, positions, quaternions, force, torque)
     return gradient, type(model)(), type(link)(0.0)
 

@@ -163,10 +163,13 @@ def _read_joint(element: ET.Element) -> _Joint:
     axis = np.array(_floats(element.find("axis"), "xyz", (1.0, 0.0, 0.0), where))
     kind = KINDS[kind_name]
     if kind != FIXED:
-        norm = np.linalg.norm(axis)
-        if norm == 0.0:
+        # Scaled by its largest component first, so that the norm neither overflows
+        # (1e300) nor underflows (1e-200) in the squares
+        largest = np.max(np.abs(axis))
+        if largest == 0.0:
             raise _error(f"joint '{name}' has the zero axis; expected a direction")
-        axis = axis / norm
+        axis = axis / largest
+        axis = axis / np.linalg.norm(axis)
     mimic = element.find("mimic")
     mimicked = None
     if mimic is not None and kind != FIXED:

@@ -26,16 +26,12 @@ from typing import Any
 
 import warp as wp
 
-from .._op import Op, define_op
+from .._define import define_op
+from .._op import Op
+from ..ops._scaled_rotation import quadratic_apply, scaled_rotation_coefficients
 from ..ops.quaternion import quat_conjugate, quat_multiply, quat_rotate
 from ..ops.se3 import se3_left_jacobian, se3_left_jacobian_inverse, se3_log
-from ..ops.sim3 import (
-    quadratic_apply,
-    scaled_rotation_coefficients,
-    sim3_left_jacobian,
-    sim3_left_jacobian_inverse,
-    sim3_log,
-)
+from ..ops.sim3 import sim3_left_jacobian, sim3_left_jacobian_inverse, sim3_log
 from ..ops.so3 import left_jacobian, left_jacobian_inverse, quat_exp, so3_log
 
 

@@ -4,7 +4,8 @@ from typing import Any
 
 import warp as wp
 
-from .._op import define_op
+from .._define import define_op
+from . import _families as families
 from .quaternion import (
     normalize_tangent,
     quat_conjugate,
@@ -151,6 +152,7 @@ QUATERNION_TO_MATRIX = define_op(
     "times the rotation matrix of q / |q|.",
     result_buffers=("out_mat",),
     gradient_buffers=("adj_quaternion",),
+    family=families.CONVERSIONS,
 )
 
 _SHEPPERD = (
@@ -169,6 +171,7 @@ MATRIX_TO_QUATERNION = define_op(
     doc=_SHEPPERD,
     result_buffers=("out_quat",),
     gradient_buffers=("adj_matrix",),
+    family=families.CONVERSIONS,
 )
 
 CUDA_MATRIX_TO_QUATERNION = define_op(
@@ -178,6 +181,7 @@ CUDA_MATRIX_TO_QUATERNION = define_op(
     results={"out_quaternion": (4,)},
     differentiable=(),
     doc="As matrix_to_quaternion; not differentiable.",
+    family=families.CONVERSIONS,
 )
 
 
@@ -334,6 +338,7 @@ ROTATION_6D_TO_MATRIX = define_op(
     doc="Zhou et al.'s 6D representation: Gram-Schmidt of a = d6[:3] and b = d6[3:], which "
     "become the first two rows (pytorch3d's convention); the third row is their cross "
     "product.",
+    family=families.UTILITIES,
 )
 MATRIX_TO_ROTATION_6D = define_op(
     "matrix_to_rotation_6d",
@@ -343,6 +348,7 @@ MATRIX_TO_ROTATION_6D = define_op(
     tangent=matrix_to_rotation_6d_tangent,
     vjp=matrix_to_rotation_6d_vjp,
     doc="The first two rows of the matrix (pytorch3d's convention).",
+    family=families.UTILITIES,
 )
 MATRIX_TO_POSE = define_op(
     "matrix_to_pose",
@@ -353,6 +359,7 @@ MATRIX_TO_POSE = define_op(
     vjp=matrix_to_pose_vjp,
     doc="(the top-right column, Shepperd's quaternion of the top-left block, w >= 0): the "
     "inverse of pose_to_matrix for rigid input.",
+    family=families.UTILITIES,
 )
 QUATERNION_RATE_TO_AXIS_ANGLE_RATE = define_op(
     "quaternion_rate_to_axis_angle_rate",
@@ -364,6 +371,7 @@ QUATERNION_RATE_TO_AXIS_ANGLE_RATE = define_op(
     "quaternion normalised, the transpose of the Jacobian of q exp(delta) in the rotation "
     "vector delta at 0, which maps a quaternion's gradient dq to the rotation vector's. "
     "(The angular velocity of q moving at dq is quaternion_rate_to_angular_velocity.)",
+    family=families.UTILITIES,
 )
 QUATERNION_RATE_TO_ANGULAR_VELOCITY = define_op(
     "quaternion_rate_to_angular_velocity",
@@ -372,4 +380,5 @@ QUATERNION_RATE_TO_ANGULAR_VELOCITY = define_op(
     results={"out_angular_velocity": (3,)},
     tangent=rate_to_angular_velocity_tangent,
     doc="2 vec(q* dq): for a unit quaternion q moving at dq, the angular velocity in q's frame.",
+    family=families.UTILITIES,
 )

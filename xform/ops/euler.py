@@ -7,7 +7,7 @@ symmetric sequences (`"zyz"`) and in [-pi/2, pi/2] for the others, and at gimbal
 
 The conversion from quaternions is Bernardes and Viollet's direct method (PLoS ONE
 17(11), 2022): two atan2 of sums and differences of the quaternion's components. Each
-convention is a kernel of its own (an `OpFamily`): the axes are constants in its code.
+convention is a kernel of its own (an `Composite`): the axes are constants in its code.
 """
 
 import inspect
@@ -16,8 +16,9 @@ from typing import Any
 
 import warp as wp
 
-from .. import _codegen
-from .._op import OpFamily, define_op
+from .._define import define_op
+from .._launch.source import build
+from .._op import Composite
 from .conversions import matrix_to_quat, matrix_to_quat_tangent
 from .quaternion import quat_matrix_vjp, quat_multiply, quat_to_matrix, quat_to_matrix_tangent
 from .so3 import atan2_tangent
@@ -320,7 +321,7 @@ def matrix_to_euler_{tag}_tangent(matrix: Any, d_matrix: Any):
     dq = matrix_to_quat_tangent(matrix, d_matrix)
     return {from_quat_tangent}
 """
-    namespace = _codegen._build(
+    namespace = build(
         source,
         f"xform_ops.euler.{tag}",
         {
@@ -370,7 +371,7 @@ _DOCS = {
 }
 
 
-def _family(name: str, ops: dict[str, object]) -> OpFamily:
+def _family(name: str, ops: dict[str, object]) -> Composite:
     operand = _SHAPES[name][0]
     signature = inspect.Signature(
         [
@@ -393,10 +394,10 @@ def _family(name: str, ops: dict[str, object]) -> OpFamily:
         f"Differentiable with respect to: {operand}.\n"
         "Leading dimensions broadcast; float32 or float64; results have the input dtype."
     )
-    return OpFamily(name, run, signature, doc, tuple(ops.values()), arrays=(operand,))
+    return Composite(name, run, signature, doc, tuple(ops.values()), arrays=(operand,))
 
 
-def _define_all() -> dict[str, OpFamily]:
+def _define_all() -> dict[str, Composite]:
     ops: dict[str, dict[str, object]] = {name: {} for name in _SHAPES}
     for convention in CONVENTIONS:
         functions = _element_functions(convention)
@@ -414,4 +415,4 @@ def _define_all() -> dict[str, OpFamily]:
     return {name: _family(name, members) for name, members in ops.items()}
 
 
-FAMILIES = _define_all()
+COMPOSITES = _define_all()

@@ -6,7 +6,8 @@ from typing import Any
 
 import warp as wp
 
-from .._op import define_op
+from .._define import define_op
+from . import _families as families
 from .quaternion import (
     normalize_tangent,
     quat_conjugate,
@@ -114,6 +115,7 @@ QUATERNION_SLERP = define_op(
     doc="Spherical linear interpolation q1 exp(t log(q1* q2)), q1 normalised: the shortest "
     "arc, any real t (t = 0 gives q1 / |q1|, t = 1 the rotation of q2); exact as q1 and q2 "
     "coincide.",
+    family=families.UTILITIES,
 )
 POSE_INTERPOLATE = define_op(
     "pose_interpolate",
@@ -129,4 +131,5 @@ POSE_INTERPOLATE = define_op(
     tangent=pose_interpolate_tangent,
     doc="The SE(3) geodesic T1 exp(t log(T1^-1 T2)), q1 normalised: the pose at t along the "
     "screw motion from T1 (t = 0) to T2 (t = 1), any real t.",
+    family=families.UTILITIES,
 )

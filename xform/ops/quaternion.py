@@ -17,7 +17,8 @@ from typing import Any
 
 import warp as wp
 
-from .._op import define_op
+from .._define import define_op
+from . import _families as families
 
 
 @wp.func
@@ -228,6 +229,7 @@ QUATERNION_MULTIPLY = define_op(
     tangent=quat_multiply_tangent,
     vjp=quat_multiply_vjp,
     doc="The Hamilton product q1 q2 (the rotation q2, then q1).",
+    family=families.QUATERNION_ALGEBRA,
 )
 
 QUATERNION_CONJUGATE = define_op(
@@ -238,6 +240,7 @@ QUATERNION_CONJUGATE = define_op(
     tangent=quat_conjugate_tangent,
     vjp=quat_conjugate_tangent,
     doc="[w, -x, -y, -z].",
+    family=families.QUATERNION_ALGEBRA,
 )
 
 QUATERNION_INVERSE = define_op(
@@ -248,6 +251,7 @@ QUATERNION_INVERSE = define_op(
     tangent=quat_inverse_tangent,
     vjp=quat_inverse_vjp,
     doc="q* / |q|^2, so that q q^-1 = [1, 0, 0, 0].",
+    family=families.QUATERNION_ALGEBRA,
 )
 
 QUATERNION_NORMALIZE = define_op(
@@ -258,6 +262,7 @@ QUATERNION_NORMALIZE = define_op(
     tangent=quat_normalize_tangent,
     vjp=quat_normalize_tangent,
     doc="q / |q|.",
+    family=families.QUATERNION_ALGEBRA,
 )
 
 QUATERNION_STANDARDIZE = define_op(
@@ -268,6 +273,7 @@ QUATERNION_STANDARDIZE = define_op(
     tangent=quat_standardize_tangent,
     vjp=quat_standardize_tangent,
     doc="q with its sign flipped where w < 0, so that w >= 0 (the same rotation).",
+    family=families.QUATERNION_ALGEBRA,
 )
 
 QUATERNION_ROTATE = define_op(
@@ -278,4 +284,5 @@ QUATERNION_ROTATE = define_op(
     tangent=quaternion_rotate_tangent,
     vjp=quat_rotate_vjp,
     doc="q (0, v) q*: the rotation of v by q / |q|, times |q|^2.",
+    family=families.QUATERNION_ALGEBRA,
 )

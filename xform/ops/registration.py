@@ -21,7 +21,9 @@ from typing import Any
 
 import warp as wp
 
-from .._op import Operand, OpFamily, Result, define_op
+from .._define import define_op
+from .._op import Composite, Operand, Result
+from . import _families as families
 from .conversions import matrix_to_quat, matrix_to_quat_tangent, matrix_to_quat_vjp
 
 
@@ -115,6 +117,7 @@ SPECIAL_PROCRUSTES = define_op(
     doc="The rotation nearest to M (Frobenius): U V^T for M = U diag(s) V^T with U, V "
     "rotations (the sign of det(M) on the smallest singular value). Its derivative "
     "divides by sums of singular values, so it is stable where they are close or equal.",
+    family=families.UTILITIES,
 )
 
 
@@ -479,7 +482,7 @@ def rigid_registration(call, points, targets, weights=None, scale=False):
     return call(REGISTRATION_POSE[False], moment, *sums)
 
 
-RIGID_REGISTRATION = OpFamily(
+RIGID_REGISTRATION = Composite(
     "rigid_registration",
     rigid_registration,
     inspect.Signature(

@@ -26,7 +26,18 @@ from typing import Any
 
 import warp as wp
 
-from .._op import define_op
+from .._define import define_op
+from . import _families as families
+from ._forms import at_negated, warp_function
+from ._series import (
+    jacobian_inverse_coefficient,
+    left_jacobian_coefficients,
+    left_jacobian_inverse_coefficients,
+    one_minus_cos_over,
+    rodrigues_coefficients,
+    sin_over,
+    sine_remainder,
+)
 from .so2 import (
     angle,
     angle_gradient,
@@ -35,15 +46,6 @@ from .so2 import (
     complex_multiply,
     complex_multiply_tangent,
     complex_multiply_vjp,
-)
-from .so3 import (
-    jacobian_inverse_coefficient,
-    left_jacobian_coefficients,
-    left_jacobian_inverse_coefficients,
-    one_minus_cos_over,
-    rodrigues_coefficients,
-    sin_over,
-    sine_remainder,
 )
 
 
@@ -161,74 +163,52 @@ def jacobian_form_vjp(m_theta: Any, n: Any, n_theta: Any, v: Any, g: Any):
     return twist_2d(v_bar, theta_bar)
 
 
-@wp.func
-def se2_left_jacobian(xi: Any):
-    m, n = left_coefficients(xi[2])
-    return jacobian_form(m, n, translation_of(xi))
+def jacobian_form_functions(name: str, coefficients, coefficients_slopes):
+    """`xi -> [[m, n v], [0, 1]]` for `coefficients(theta) = (m, n)`, with its tangent
+    and VJP from `coefficients_slopes(theta) = (m, dm / dtheta, n, dn / dtheta)`: named
+    `name`, `name_tangent` and `name_vjp`."""
 
+    def value(xi: Any):
+        m, n = coefficients(xi[2])
+        return jacobian_form(m, n, translation_of(xi))
 
-@wp.func
-def se2_left_jacobian_tangent(xi: Any, d_xi: Any):
-    m, m_theta, n, n_theta = left_coefficients_slopes(xi[2])
-    return jacobian_form_tangent(
-        m_theta, n, n_theta, translation_of(xi), d_xi[2], translation_of(d_xi)
+    def tangent(xi: Any, d_xi: Any):
+        m, m_theta, n, n_theta = coefficients_slopes(xi[2])
+        v, dv = translation_of(xi), translation_of(d_xi)
+        return jacobian_form_tangent(m_theta, n, n_theta, v, d_xi[2], dv)
+
+    def vjp(xi: Any, g: Any):
+        m, m_theta, n, n_theta = coefficients_slopes(xi[2])
+        return jacobian_form_vjp(m_theta, n, n_theta, translation_of(xi), g)
+
+    return (
+        warp_function(value, name),
+        warp_function(tangent, f"{name}_tangent"),
+        warp_function(vjp, f"{name}_vjp"),
     )
 
 
-@wp.func
-def se2_left_jacobian_vjp(xi: Any, g: Any):
-    m, m_theta, n, n_theta = left_coefficients_slopes(xi[2])
-    return jacobian_form_vjp(m_theta, n, n_theta, translation_of(xi), g)
-
-
-@wp.func
-def se2_left_jacobian_inverse(xi: Any):
-    m, n = inverse_coefficients(xi[2])
-    return jacobian_form(m, n, translation_of(xi))
-
-
-@wp.func
-def se2_left_jacobian_inverse_tangent(xi: Any, d_xi: Any):
-    m, m_theta, n, n_theta = inverse_coefficients_slopes(xi[2])
-    return jacobian_form_tangent(
-        m_theta, n, n_theta, translation_of(xi), d_xi[2], translation_of(d_xi)
+se2_left_jacobian, se2_left_jacobian_tangent, se2_left_jacobian_vjp = jacobian_form_functions(
+    "se2_left_jacobian", left_coefficients, left_coefficients_slopes
+)
+se2_left_jacobian_inverse, se2_left_jacobian_inverse_tangent, se2_left_jacobian_inverse_vjp = (
+    jacobian_form_functions(
+        "se2_left_jacobian_inverse", inverse_coefficients, inverse_coefficients_slopes
     )
+)
 
-
-@wp.func
-def se2_left_jacobian_inverse_vjp(xi: Any, g: Any):
-    m, m_theta, n, n_theta = inverse_coefficients_slopes(xi[2])
-    return jacobian_form_vjp(m_theta, n, n_theta, translation_of(xi), g)
-
-
-@wp.func
-def se2_right_jacobian(xi: Any):
-    return se2_left_jacobian(-xi)
-
-
-@wp.func
-def se2_right_jacobian_tangent(xi: Any, d_xi: Any):
-    return se2_left_jacobian_tangent(-xi, -d_xi)
-
-
-@wp.func
-def se2_right_jacobian_vjp(xi: Any, g: Any):
-    return -se2_left_jacobian_vjp(-xi, g)
-
-
-@wp.func
-def se2_right_jacobian_inverse(xi: Any):
-    return se2_left_jacobian_inverse(-xi)
-
-
-@wp.func
-def se2_right_jacobian_inverse_tangent(xi: Any, d_xi: Any):
-    return se2_left_jacobian_inverse_tangent(-xi, -d_xi)
-
-
-@wp.func
-def se2_right_jacobian_inverse_vjp(xi: Any, g: Any):
-    return -se2_left_jacobian_inverse_vjp(-xi, g)
+# J_r(xi) = J_l(-xi), and so for the inverses.
+se2_right_jacobian, se2_right_jacobian_tangent, se2_right_jacobian_vjp = at_negated(
+    "se2_right_jacobian", se2_left_jacobian, se2_left_jacobian_tangent, se2_left_jacobian_vjp
+)
+se2_right_jacobian_inverse, se2_right_jacobian_inverse_tangent, se2_right_jacobian_inverse_vjp = (
+    at_negated(
+        "se2_right_jacobian_inverse",
+        se2_left_jacobian_inverse,
+        se2_left_jacobian_inverse_tangent,
+        se2_left_jacobian_inverse_vjp,
+    )
+)
 
 
 # --- exp and log -------------------------------------------------------------------------
@@ -420,6 +400,7 @@ SE2_EXP = define_op(
     doc="exp(xi) for xi = [vx, vy, theta]: the pose (V(theta) v, [cos(theta), sin(theta)]), "
     "V = [[sin(theta)/theta, -(1 - cos(theta))/theta], [(1 - cos(theta))/theta, "
     "sin(theta)/theta]]; a Taylor series near theta = 0.",
+    family=families.PLANAR,
 )
 SE2_LOG = define_op(
     "se2_log",
@@ -431,6 +412,7 @@ SE2_LOG = define_op(
     doc="log(T) = [V(theta)^-1 t, theta] with theta = atan2(s, c) in [-pi, pi], V^-1 = "
     "[[h cot(h), h], [-h, h cot(h)]], h = theta / 2; invariant to the scale of z, the "
     "inverse of se2_exp for |theta| < pi.",
+    family=families.PLANAR,
 )
 SE2_TO_MATRIX = define_op(
     "se2_to_matrix",
@@ -440,6 +422,7 @@ SE2_TO_MATRIX = define_op(
     tangent=se2_to_matrix_tangent,
     vjp=se2_to_matrix_vjp,
     doc="[[c, -s, x], [s, c, y], [0, 0, 1]] for T = ([x, y], [c, s]).",
+    family=families.PLANAR,
 )
 SE2_FROM_MATRIX = define_op(
     "se2_from_matrix",
@@ -450,6 +433,7 @@ SE2_FROM_MATRIX = define_op(
     vjp=se2_from_matrix_vjp,
     doc="([m02, m12], [m00, m10]): the translation column and the rotation block's first "
     "column (as jaxlie; the bottom row is not read, the rotation not projected).",
+    family=families.PLANAR,
 )
 SE2_ADJOINT = define_op(
     "se2_adjoint",
@@ -460,6 +444,7 @@ SE2_ADJOINT = define_op(
     vjp=se2_adjoint_vjp,
     doc="Ad_T = [[c, -s, y], [s, c, -x], [0, 0, 1]] for T = ([x, y], [c, s]), so that "
     "T exp(xi) T^-1 = exp(Ad_T xi).",
+    family=families.PLANAR,
 )
 TRANSFORM_POINTS_2D = define_op(
     "transform_points_2d",
@@ -469,6 +454,7 @@ TRANSFORM_POINTS_2D = define_op(
     tangent=transform_points_2d_tangent,
     vjp=transform_points_2d_vjp,
     doc="R p + t with R = [[c, -s], [s, c]]: the complex product z p, plus t.",
+    family=families.PLANAR,
 )
 POSE_MULTIPLY_2D = define_op(
     "pose_multiply_2d",
@@ -483,6 +469,7 @@ POSE_MULTIPLY_2D = define_op(
     tangent=pose_multiply_2d_tangent,
     vjp=pose_multiply_2d_vjp,
     doc="T1 T2 = (R1 t2 + t1, z1 z2) (T2 applied first).",
+    family=families.PLANAR,
 )
 POSE_INVERSE_2D = define_op(
     "pose_inverse_2d",
@@ -493,6 +480,7 @@ POSE_INVERSE_2D = define_op(
     vjp=pose_inverse_2d_vjp,
     doc="T^-1 = (-R^T t, conj(z)) with R^T = [[c, s], [-s, c]] (the inverse of a unit z; not "
     "divided by |z|^2, as jaxlie).",
+    family=families.PLANAR,
 )
 SE2_LEFT_JACOBIAN = define_op(
     "se2_left_jacobian",
@@ -503,6 +491,7 @@ SE2_LEFT_JACOBIAN = define_op(
     vjp=se2_left_jacobian_vjp,
     doc="J_l(xi) = [[V(theta), (I - V(theta)) v / theta], [0, 1]] for xi = [v, theta], "
     "V as in se2_exp: the integral of exp(s ad(xi)) over [0, 1].",
+    family=families.PLANAR,
 )
 SE2_LEFT_JACOBIAN_INVERSE = define_op(
     "se2_left_jacobian_inverse",
@@ -513,6 +502,7 @@ SE2_LEFT_JACOBIAN_INVERSE = define_op(
     vjp=se2_left_jacobian_inverse_vjp,
     doc="J_l(xi)^-1 = [[V^-1, (I - V^-1) v / theta], [0, 1]], V^-1 as in se2_log, for "
     "|theta| < 2 pi.",
+    family=families.PLANAR,
 )
 SE2_RIGHT_JACOBIAN = define_op(
     "se2_right_jacobian",
@@ -522,6 +512,7 @@ SE2_RIGHT_JACOBIAN = define_op(
     tangent=se2_right_jacobian_tangent,
     vjp=se2_right_jacobian_vjp,
     doc="J_r(xi) = J_l(-xi).",
+    family=families.PLANAR,
 )
 SE2_RIGHT_JACOBIAN_INVERSE = define_op(
     "se2_right_jacobian_inverse",
@@ -532,4 +523,5 @@ SE2_RIGHT_JACOBIAN_INVERSE = define_op(
     vjp=se2_right_jacobian_inverse_vjp,
     doc="J_r(xi)^-1 = J_l(-xi)^-1, for |theta| < 2 pi; J_r^-1(log T) is the derivative of "
     "log(T exp(delta)) in delta at 0 (jaxlie's jlog).",
+    family=families.PLANAR,
 )

@@ -11,30 +11,34 @@ from typing import Any
 
 import warp as wp
 
-from .._op import define_op
-from .quaternion import quat_to_matrix, quat_to_matrix_tangent
-from .so3 import (
+from .._define import define_op
+from . import _families as families
+from ._forms import at_negated
+from ._series import (
     COSINE_REMAINDER_SERIES,
     SERIES_BELOW,
     SINE_REMAINDER2_SERIES,
     SINE_REMAINDER_SERIES,
     cosine_remainder,
-    hat,
-    hat_vjp,
     horner,
     horner_slope,
-    left_jacobian,
     left_jacobian_coefficients,
-    left_jacobian_inverse,
     left_jacobian_inverse_coefficients,
+    one_minus_cos_over,
+    sine_remainder,
+    sine_remainder2,
+)
+from .quaternion import quat_to_matrix, quat_to_matrix_tangent
+from .so3 import (
+    hat,
+    hat_vjp,
+    left_jacobian,
+    left_jacobian_inverse,
     left_jacobian_inverse_tangent,
     left_jacobian_tangent,
     log_parts,
     log_pull,
     log_push,
-    one_minus_cos_over,
-    sine_remainder,
-    sine_remainder2,
     skew_quadratic,
     skew_quadratic_tangent,
     skew_quadratic_vjp,
@@ -322,24 +326,13 @@ def se3_left_jacobian_inverse_tangent(xi: Any, d_xi: Any):
     return blocks(dj_inv, d_corner, dj_inv * type(xi[0])(0.0), dj_inv)
 
 
-@wp.func
-def se3_right_jacobian_tangent(xi: Any, d_xi: Any):
-    return se3_left_jacobian_tangent(-xi, -d_xi)
-
-
-@wp.func
-def se3_right_jacobian_inverse_tangent(xi: Any, d_xi: Any):
-    return se3_left_jacobian_inverse_tangent(-xi, -d_xi)
-
-
-@wp.func
-def se3_right_jacobian(xi: Any):
-    return se3_left_jacobian(-xi)
-
-
-@wp.func
-def se3_right_jacobian_inverse(xi: Any):
-    return se3_left_jacobian_inverse(-xi)
+# J_r(xi) = J_l(-xi), and so for the inverses.
+se3_right_jacobian, se3_right_jacobian_tangent, _ = at_negated(
+    "se3_right_jacobian", se3_left_jacobian, se3_left_jacobian_tangent
+)
+se3_right_jacobian_inverse, se3_right_jacobian_inverse_tangent, _ = at_negated(
+    "se3_right_jacobian_inverse", se3_left_jacobian_inverse, se3_left_jacobian_inverse_tangent
+)
 
 
 _TWIST = {"xi": (6,)}
@@ -353,6 +346,7 @@ SE3_EXP = define_op(
     tangent=se3_exp_tangent,
     vjp=se3_exp_vjp,
     doc="exp(xi) for xi = [rho, omega]: the pose (J_l(omega) rho, so3_exp(omega)).",
+    family=families.SE3,
 )
 SE3_LOG = define_op(
     "se3_log",
@@ -363,6 +357,7 @@ SE3_LOG = define_op(
     vjp=se3_log_vjp,
     doc="log(T) = [J_l(omega)^-1 t, omega] with omega = so3_log(q); the inverse of se3_exp "
     "for |omega| < pi.",
+    family=families.SE3,
 )
 SE3_HAT = define_op(
     "se3_hat",
@@ -372,6 +367,7 @@ SE3_HAT = define_op(
     tangent=se3_hat_tangent,
     vjp=se3_hat_vjp,
     doc="[[ [omega]x, rho ], [0, 0]] for xi = [rho, omega].",
+    family=families.SE3,
 )
 SE3_VEE = define_op(
     "se3_vee",
@@ -382,6 +378,7 @@ SE3_VEE = define_op(
     vjp=se3_vee_vjp,
     doc="[rho, omega]: the top-right column, and the vector of the skew part of the "
     "top-left 3x3 block.",
+    family=families.SE3,
 )
 SE3_ADJOINT = define_op(
     "se3_adjoint",
@@ -390,6 +387,7 @@ SE3_ADJOINT = define_op(
     results={"out_adjoint": (6, 6)},
     tangent=se3_adjoint_tangent,
     doc="Ad_T = [[R, [t]x R], [0, R]] for T = (t, q), R = R(q): T exp(xi) T^-1 = exp(Ad_T xi).",
+    family=families.SE3,
 )
 SE3_LEFT_JACOBIAN = define_op(
     "se3_left_jacobian",
@@ -398,6 +396,7 @@ SE3_LEFT_JACOBIAN = define_op(
     results=_JACOBIAN,
     tangent=se3_left_jacobian_tangent,
     doc="[[J_l(omega), Q(rho, omega)], [0, J_l(omega)]] with Barfoot's Q.",
+    family=families.SE3,
 )
 SE3_LEFT_JACOBIAN_INVERSE = define_op(
     "se3_left_jacobian_inverse",
@@ -406,6 +405,7 @@ SE3_LEFT_JACOBIAN_INVERSE = define_op(
     results=_JACOBIAN,
     tangent=se3_left_jacobian_inverse_tangent,
     doc="[[J_l^-1, -J_l^-1 Q J_l^-1], [0, J_l^-1]], for |omega| < 2 pi.",
+    family=families.SE3,
 )
 SE3_RIGHT_JACOBIAN = define_op(
     "se3_right_jacobian",
@@ -414,6 +414,7 @@ SE3_RIGHT_JACOBIAN = define_op(
     results=_JACOBIAN,
     tangent=se3_right_jacobian_tangent,
     doc="J_r(xi) = J_l(-xi).",
+    family=families.SE3,
 )
 SE3_RIGHT_JACOBIAN_INVERSE = define_op(
     "se3_right_jacobian_inverse",
@@ -422,4 +423,5 @@ SE3_RIGHT_JACOBIAN_INVERSE = define_op(
     results=_JACOBIAN,
     tangent=se3_right_jacobian_inverse_tangent,
     doc="J_r(xi)^-1 = J_l(-xi)^-1, for |omega| < 2 pi.",
+    family=families.SE3,
 )

@@ -16,7 +16,8 @@ from typing import Any
 
 import warp as wp
 
-from .._op import define_op
+from .._define import define_op
+from . import _families as families
 
 
 @wp.func
@@ -156,6 +157,7 @@ SO2_EXP = define_op(
     tangent=so2_exp_tangent,
     vjp=so2_exp_vjp,
     doc="exp(theta) = [cos(theta), sin(theta)] for theta (..., 1).",
+    family=families.PLANAR,
 )
 SO2_LOG = define_op(
     "so2_log",
@@ -166,6 +168,7 @@ SO2_LOG = define_op(
     vjp=so2_log_vjp,
     doc="log(z) = [atan2(s, c)] for z = [c, s], in [-pi, pi]; invariant to the scale of z, "
     "with the gradient [-s, c] / |z|^2.",
+    family=families.PLANAR,
 )
 SO2_TO_MATRIX = define_op(
     "so2_to_matrix",
@@ -175,6 +178,7 @@ SO2_TO_MATRIX = define_op(
     tangent=so2_to_matrix_tangent,
     vjp=complex_matrix_vjp,
     doc="[[c, -s], [s, c]] for z = [c, s] (|z| times a rotation matrix).",
+    family=families.PLANAR,
 )
 SO2_FROM_MATRIX = define_op(
     "so2_from_matrix",
@@ -184,6 +188,7 @@ SO2_FROM_MATRIX = define_op(
     tangent=so2_from_matrix_tangent,
     vjp=so2_from_matrix_vjp,
     doc="The first column [m00, m10] of a rotation matrix (as jaxlie; not a projection).",
+    family=families.PLANAR,
 )
 SO2_MULTIPLY = define_op(
     "so2_multiply",
@@ -193,6 +198,7 @@ SO2_MULTIPLY = define_op(
     tangent=complex_multiply_tangent,
     vjp=complex_multiply_vjp,
     doc="The complex product z1 z2 = [c1 c2 - s1 s2, c1 s2 + s1 c2] (the rotation z2, then z1).",
+    family=families.PLANAR,
 )
 SO2_INVERSE = define_op(
     "so2_inverse",
@@ -202,6 +208,7 @@ SO2_INVERSE = define_op(
     tangent=complex_conjugate_linear,
     vjp=complex_conjugate_linear,
     doc="The conjugate [c, -s] (the inverse of a unit z; not divided by |z|^2, as jaxlie).",
+    family=families.PLANAR,
 )
 SO2_ROTATE = define_op(
     "so2_rotate",
@@ -211,6 +218,7 @@ SO2_ROTATE = define_op(
     tangent=complex_multiply_tangent,
     vjp=complex_multiply_vjp,
     doc="[[c, -s], [s, c]] p: the complex product z p.",
+    family=families.PLANAR,
 )
 SO2_NORMALIZE = define_op(
     "so2_normalize",
@@ -220,4 +228,5 @@ SO2_NORMALIZE = define_op(
     tangent=so2_normalize_tangent,
     vjp=so2_normalize_tangent,
     doc="z / |z|.",
+    family=families.PLANAR,
 )

@@ -2,16 +2,15 @@
 and right Jacobians, and geodesic distances, exact at the identity and at 180 degrees.
 
 A tangent is a rotation vector `omega` (axis times angle, radians), `theta = |omega|`.
-Every coefficient that is 0/0 at `theta = 0` is a power series in `theta^2` below
-`theta = 1` (to float64 rounding, so its derivatives are the series' too: Warp's adjoint
-of a closed form such as `sin(theta) / theta` would divide by zero at the identity), and
-its closed form above. Angles come from `atan2`, never `acos` (whose derivative is
-infinite at 0 and pi), and the logarithm divides by the largest quaternion component
-(Shepperd) for matrices near 180 degrees.
+Every coefficient that is 0/0 at `theta = 0` is a series below `theta = 1` (`_series.py`).
+Angles come from `atan2`, never `acos` (whose derivative is infinite at 0 and pi), and
+the logarithm divides by the largest quaternion component (Shepperd) for matrices near
+180 degrees.
 
 Rodrigues' matrix and the Jacobians are each I + a(x) K + b(x) K^2, K = [omega]x, x =
-theta^2: one closed-form tangent and VJP (`skew_quadratic_*`) serves them all, given a, b
-and their slopes in x (the series' derivatives below x = 1, closed forms above).
+theta^2: one closed-form tangent and VJP (`skew_quadratic_products`) serves them all,
+given a, b and their slopes in x (the series' derivatives below x = 1, closed forms
+above).
 
 References for the formulas: Barfoot, "State Estimation for Robotics" (2017), section 7.1;
 Sola et al., "A micro Lie theory for state estimation in robotics" (2018).
@@ -21,267 +20,22 @@ from typing import Any
 
 import warp as wp
 
-from .._op import define_op
+from .._define import define_op
+from . import _families as families
+from ._forms import at_negated, warp_function
+from ._series import (
+    half_angle,
+    jacobian_inverse_coefficient,
+    left_jacobian_coefficients,
+    left_jacobian_inverse_coefficients,
+    log_scale,
+    one_minus_cos_over,
+    rodrigues_coefficients,
+    sin_over,
+    sine_remainder,
+)
 from .conversions import matrix_to_quat, matrix_to_quat_tangent, matrix_to_quat_vjp
 from .quaternion import quat_conjugate, quat_multiply, vector_part
-
-_F64x9 = wp.types.vector(9, wp.float64)
-
-# Taylor coefficients in x = theta^2, from the constant term up; nine terms are exact to
-# float64 rounding for x < 1 (the first term left out is below 1e-17 of the sum).
-SIN_SERIES = wp.constant(
-    _F64x9(
-        1.0,
-        -1 / 6,
-        1 / 120,
-        -1 / 5040,
-        1 / 362880,
-        -1 / 39916800,
-        1 / 6227020800,
-        -1 / 1307674368000,
-        1 / 355687428096000,
-    )
-)  # fmt: skip  sin(t) / t
-COS_SERIES = wp.constant(
-    _F64x9(
-        1 / 2,
-        -1 / 24,
-        1 / 720,
-        -1 / 40320,
-        1 / 3628800,
-        -1 / 479001600,
-        1 / 87178291200,
-        -1 / 20922789888000,
-        1 / 6402373705728000,
-    )
-)  # fmt: skip  (1 - cos t) / t^2
-SINE_REMAINDER_SERIES = wp.constant(
-    _F64x9(
-        1 / 6,
-        -1 / 120,
-        1 / 5040,
-        -1 / 362880,
-        1 / 39916800,
-        -1 / 6227020800,
-        1 / 1307674368000,
-        -1 / 355687428096000,
-        1 / 121645100408832000,
-    )
-)  # fmt: skip  (t - sin t) / t^3
-COSINE_REMAINDER_SERIES = wp.constant(
-    _F64x9(
-        1 / 24,
-        -1 / 720,
-        1 / 40320,
-        -1 / 3628800,
-        1 / 479001600,
-        -1 / 87178291200,
-        1 / 20922789888000,
-        -1 / 6402373705728000,
-        1 / 2432902008176640000,
-    )
-)  # fmt: skip  (t^2 / 2 + cos t - 1) / t^4
-SINE_REMAINDER2_SERIES = wp.constant(
-    _F64x9(
-        -1 / 120,
-        1 / 5040,
-        -1 / 362880,
-        1 / 39916800,
-        -1 / 6227020800,
-        1 / 1307674368000,
-        -1 / 355687428096000,
-        1 / 121645100408832000,
-        -1 / 51090942171709440000,
-    )
-)  # fmt: skip  (t - sin t - t^3 / 6) / t^5
-JACOBIAN_INVERSE_SERIES = wp.constant(
-    _F64x9(
-        1 / 12,
-        1 / 720,
-        1 / 30240,
-        1 / 1209600,
-        1 / 47900160,
-        691 / 1307674368000,
-        1 / 74724249600,
-        3617 / 10670622842880000,
-        43867 / 5109094217170944000,
-    )
-)  # fmt: skip  1 / t^2 - cot(t / 2) / (2 t), whose coefficients are |B_2n| / (2n)!
-HALF_COS_SERIES = wp.constant(
-    _F64x9(
-        1.0,
-        -1 / 8,
-        1 / 384,
-        -1 / 46080,
-        1 / 10321920,
-        -1 / 3715891200,
-        1 / 1961990553600,
-        -1 / 1428329123020800,
-        1 / 1371195958099968000,
-    )
-)  # fmt: skip  cos(t / 2)
-HALF_SIN_SERIES = wp.constant(
-    _F64x9(
-        1 / 2,
-        -1 / 48,
-        1 / 3840,
-        -1 / 645120,
-        1 / 185794560,
-        -1 / 81749606400,
-        1 / 51011754393600,
-        -1 / 42849873690624000,
-        1 / 46620662575398912000,
-    )
-)  # fmt: skip  sin(t / 2) / t
-HALF_SIN_SLOPE_SERIES = wp.constant(
-    _F64x9(
-        -1 / 48,
-        1 / 1920,
-        -1 / 215040,
-        1 / 46448640,
-        -1 / 16349921280,
-        1 / 8501959065600,
-        -1 / 6121410527232000,
-        1 / 5827582821924864000,
-        -1 / 7086340711460634624000,
-    )
-)  # fmt: skip  d/dx [sin(t / 2) / t], x = t^2
-ATAN_SERIES = wp.constant(
-    _F64x9(1.0, -1 / 3, 1 / 5, -1 / 7, 1 / 9, -1 / 11, 1 / 13, -1 / 15, 1 / 17)
-)  # fmt: skip  atan(r) / r in r^2, used for r^2 < 1/100
-
-ATAN_SLOPE_SERIES = wp.constant(
-    _F64x9(-1 / 3, 2 / 5, -3 / 7, 4 / 9, -5 / 11, 6 / 13, -7 / 15, 8 / 17, -9 / 19)
-)  # fmt: skip  the derivative of atan(r) / r in r^2
-
-SERIES_BELOW = 1.0  # theta^2 under which the series replace the closed forms
-ATAN_SERIES_BELOW = 0.01  # (|u| / |w|)^2 under which the logarithm uses its series
-
-
-@wp.func
-def horner(x: Any, c: Any):
-    """sum_k c[k] x^k for the nine coefficients c, in x's precision."""
-    total = type(x)(c[8])
-    for k in range(7, -1, -1):
-        total = total * x + type(x)(c[k])
-    return total
-
-
-@wp.func
-def horner_slope(x: Any, c: Any):
-    """d/dx of horner(x, c): sum_k k c[k] x^(k - 1)."""
-    total = type(x)(wp.float64(8.0) * c[8])
-    for k in range(7, 0, -1):
-        total = total * x + type(x)(wp.float64(k) * c[k])
-    return total
-
-
-@wp.func
-def sin_over(x: Any):
-    """sin(theta) / theta, for x = theta^2."""
-    if x < type(x)(SERIES_BELOW):
-        return horner(x, SIN_SERIES)
-    theta = wp.sqrt(x)
-    return wp.sin(theta) / theta
-
-
-@wp.func
-def one_minus_cos_over(x: Any):
-    """(1 - cos(theta)) / theta^2, as 2 sin^2(theta / 2) / theta^2 (no cancellation)."""
-    if x < type(x)(SERIES_BELOW):
-        return horner(x, COS_SERIES)
-    theta = wp.sqrt(x)
-    half = wp.sin(type(x)(0.5) * theta) / theta
-    return type(x)(2.0) * half * half
-
-
-@wp.func
-def sine_remainder(x: Any):
-    """(theta - sin(theta)) / theta^3."""
-    if x < type(x)(SERIES_BELOW):
-        return horner(x, SINE_REMAINDER_SERIES)
-    theta = wp.sqrt(x)
-    return (theta - wp.sin(theta)) / (x * theta)
-
-
-@wp.func
-def cosine_remainder(x: Any):
-    """(theta^2 / 2 + cos(theta) - 1) / theta^4."""
-    if x < type(x)(SERIES_BELOW):
-        return horner(x, COSINE_REMAINDER_SERIES)
-    return (type(x)(0.5) - one_minus_cos_over(x)) / x
-
-
-@wp.func
-def sine_remainder2(x: Any):
-    """(theta - sin(theta) - theta^3 / 6) / theta^5."""
-    if x < type(x)(SERIES_BELOW):
-        return horner(x, SINE_REMAINDER2_SERIES)
-    return (sine_remainder(x) - type(x)(1.0) / type(x)(6.0)) / x
-
-
-@wp.func
-def jacobian_inverse_coefficient(x: Any):
-    """1 / theta^2 - (1 + cos(theta)) / (2 theta sin(theta)), written with cot(theta / 2)
-    so that it is finite at theta = pi (it grows without bound at 2 pi)."""
-    if x < type(x)(SERIES_BELOW):
-        return horner(x, JACOBIAN_INVERSE_SERIES)
-    theta = wp.sqrt(x)
-    half = type(x)(0.5) * theta
-    return (type(x)(1.0) - half * wp.cos(half) / wp.sin(half)) / x
-
-
-@wp.func
-def rodrigues_coefficients(x: Any):
-    """Rodrigues' a = sin(theta)/theta, b = (1 - cos(theta))/theta^2, and their slopes in x."""
-    if x < type(x)(SERIES_BELOW):
-        return (
-            horner(x, SIN_SERIES),
-            horner_slope(x, SIN_SERIES),
-            horner(x, COS_SERIES),
-            horner_slope(x, COS_SERIES),
-        )
-    theta = wp.sqrt(x)
-    a = wp.sin(theta) / theta
-    b = one_minus_cos_over(x)
-    two_x = type(x)(2.0) * x
-    return a, (wp.cos(theta) - a) / two_x, b, (a - type(x)(2.0) * b) / two_x
-
-
-@wp.func
-def left_jacobian_coefficients(x: Any):
-    """J_l's a = (1 - cos(theta))/theta^2, b = (theta - sin(theta))/theta^3, and their
-    slopes in x: a' = (sin(theta)/theta - 2a) / 2x, b' = (a - 3b) / 2x."""
-    if x < type(x)(SERIES_BELOW):
-        return (
-            horner(x, COS_SERIES),
-            horner_slope(x, COS_SERIES),
-            horner(x, SINE_REMAINDER_SERIES),
-            horner_slope(x, SINE_REMAINDER_SERIES),
-        )
-    theta = wp.sqrt(x)
-    sine = wp.sin(theta) / theta
-    a = one_minus_cos_over(x)
-    b = (type(x)(1.0) - sine) / x
-    two_x = type(x)(2.0) * x
-    return a, (sine - type(x)(2.0) * a) / two_x, b, (a - type(x)(3.0) * b) / two_x
-
-
-@wp.func
-def left_jacobian_inverse_coefficients(x: Any):
-    """J_l^-1's a = -1/2 and b = jacobian_inverse_coefficient(x) = (1 - h cot(h)) / x,
-    h = theta / 2, and their slopes in x (b' = -(d(h cot h)/dx + b) / x)."""
-    a = type(x)(-0.5)
-    zero = type(x)(0.0)
-    if x < type(x)(SERIES_BELOW):
-        return a, zero, horner(x, JACOBIAN_INVERSE_SERIES), horner_slope(x, JACOBIAN_INVERSE_SERIES)
-    theta = wp.sqrt(x)
-    half = type(x)(0.5) * theta
-    sine = wp.sin(half)
-    cotangent = wp.cos(half) / sine
-    b = (type(x)(1.0) - half * cotangent) / x
-    d_half_cotangent = (cotangent - half / (sine * sine)) / (type(x)(4.0) * theta)
-    return a, zero, b, -(d_half_cotangent + b) / x
 
 
 @wp.func
@@ -316,6 +70,22 @@ def skew_quadratic_vjp(omega: Any, a: Any, a_slope: Any, b: Any, b_slope: Any, g
         + a * skew
         + b * (g_omega + wp.transpose(g) @ omega - (two * trace) * omega)
     )
+
+
+def skew_quadratic_products(name: str, coefficients):
+    """The tangent and VJP of `omega -> I + a(x) K + b(x) K^2` (x = |omega|^2, K =
+    [omega]x) for `coefficients(x) = (a, a', b, b')`, named `name_tangent` and
+    `name_vjp`."""
+
+    def tangent(omega: Any, d_omega: Any):
+        a, a_slope, b, b_slope = coefficients(wp.dot(omega, omega))
+        return skew_quadratic_tangent(omega, a, a_slope, b, b_slope, d_omega)
+
+    def vjp(omega: Any, g: Any):
+        a, a_slope, b, b_slope = coefficients(wp.dot(omega, omega))
+        return skew_quadratic_vjp(omega, a, a_slope, b, b_slope, g)
+
+    return warp_function(tangent, f"{name}_tangent"), warp_function(vjp, f"{name}_vjp")
 
 
 @wp.func
@@ -364,21 +134,6 @@ def vee_vjp(m: Any, g: Any):
 @wp.func
 def identity3(like: Any):
     return wp.identity(n=3, dtype=type(like))
-
-
-@wp.func
-def half_angle(x: Any):
-    """cos(theta / 2), sin(theta / 2) / theta, and the latter's derivative in x = theta^2."""
-    if x < type(x)(SERIES_BELOW):
-        return (
-            horner(x, HALF_COS_SERIES),
-            horner(x, HALF_SIN_SERIES),
-            horner(x, HALF_SIN_SLOPE_SERIES),
-        )
-    theta = wp.sqrt(x)
-    c = wp.cos(type(x)(0.5) * theta)
-    s = wp.sin(type(x)(0.5) * theta) / theta
-    return c, s, (type(x)(0.5) * c - s) / (type(x)(2.0) * x)
 
 
 @wp.func
@@ -431,23 +186,6 @@ def so3_exp_vjp(omega: Any, g: Any):
     if c < type(c)(0.0):
         g = -g
     return quat_exp_vjp(omega, g)
-
-
-@wp.func
-def log_scale(n2: Any, w: Any):
-    """k with log(q) = k u for q = (w, u), w >= 0, n2 = |u|^2: 2 atan2(|u|, w) / |u|, and
-    its partial derivatives in n2 and in w; for |u| << w, through the series of
-    atan(r) / r in r^2 = n2 / w^2."""
-    two = type(w)(2.0)
-    if n2 < type(w)(ATAN_SERIES_BELOW) * w * w:
-        x = n2 / (w * w)
-        h = horner(x, ATAN_SERIES)
-        slope = horner(x, ATAN_SLOPE_SERIES)
-        return two * h / w, two * slope / (w * w * w), -(two / (w * w)) * (h + two * x * slope)
-    n = wp.sqrt(n2)
-    a = wp.atan2(n, w)
-    r2 = n2 + w * w
-    return two * a / n, (w / r2 - a / n) / n2, -two / r2
 
 
 @wp.func
@@ -507,16 +245,7 @@ def rodrigues(omega: Any):
     return skew_quadratic(omega, sin_over(x), one_minus_cos_over(x))
 
 
-@wp.func
-def rodrigues_tangent(omega: Any, d_omega: Any):
-    a, a_slope, b, b_slope = rodrigues_coefficients(wp.dot(omega, omega))
-    return skew_quadratic_tangent(omega, a, a_slope, b, b_slope, d_omega)
-
-
-@wp.func
-def rodrigues_vjp(omega: Any, g: Any):
-    a, a_slope, b, b_slope = rodrigues_coefficients(wp.dot(omega, omega))
-    return skew_quadratic_vjp(omega, a, a_slope, b, b_slope, g)
+rodrigues_tangent, rodrigues_vjp = skew_quadratic_products("rodrigues", rodrigues_coefficients)
 
 
 @wp.func
@@ -543,16 +272,9 @@ def left_jacobian(omega: Any):
     return skew_quadratic(omega, one_minus_cos_over(x), sine_remainder(x))
 
 
-@wp.func
-def left_jacobian_tangent(omega: Any, d_omega: Any):
-    a, a_slope, b, b_slope = left_jacobian_coefficients(wp.dot(omega, omega))
-    return skew_quadratic_tangent(omega, a, a_slope, b, b_slope, d_omega)
-
-
-@wp.func
-def left_jacobian_vjp(omega: Any, g: Any):
-    a, a_slope, b, b_slope = left_jacobian_coefficients(wp.dot(omega, omega))
-    return skew_quadratic_vjp(omega, a, a_slope, b, b_slope, g)
+left_jacobian_tangent, left_jacobian_vjp = skew_quadratic_products(
+    "left_jacobian", left_jacobian_coefficients
+)
 
 
 @wp.func
@@ -563,46 +285,20 @@ def left_jacobian_inverse(omega: Any):
     return skew_quadratic(omega, type(x)(-0.5), jacobian_inverse_coefficient(x))
 
 
-@wp.func
-def left_jacobian_inverse_tangent(omega: Any, d_omega: Any):
-    a, a_slope, b, b_slope = left_jacobian_inverse_coefficients(wp.dot(omega, omega))
-    return skew_quadratic_tangent(omega, a, a_slope, b, b_slope, d_omega)
+left_jacobian_inverse_tangent, left_jacobian_inverse_vjp = skew_quadratic_products(
+    "left_jacobian_inverse", left_jacobian_inverse_coefficients
+)
 
-
-@wp.func
-def left_jacobian_inverse_vjp(omega: Any, g: Any):
-    a, a_slope, b, b_slope = left_jacobian_inverse_coefficients(wp.dot(omega, omega))
-    return skew_quadratic_vjp(omega, a, a_slope, b, b_slope, g)
-
-
-@wp.func
-def right_jacobian(omega: Any):
-    return left_jacobian(-omega)
-
-
-@wp.func
-def right_jacobian_tangent(omega: Any, d_omega: Any):
-    return left_jacobian_tangent(-omega, -d_omega)
-
-
-@wp.func
-def right_jacobian_vjp(omega: Any, g: Any):
-    return -left_jacobian_vjp(-omega, g)
-
-
-@wp.func
-def right_jacobian_inverse(omega: Any):
-    return left_jacobian_inverse(-omega)
-
-
-@wp.func
-def right_jacobian_inverse_tangent(omega: Any, d_omega: Any):
-    return left_jacobian_inverse_tangent(-omega, -d_omega)
-
-
-@wp.func
-def right_jacobian_inverse_vjp(omega: Any, g: Any):
-    return -left_jacobian_inverse_vjp(-omega, g)
+# J_r(omega) = J_l(-omega), and so for the inverses.
+right_jacobian, right_jacobian_tangent, right_jacobian_vjp = at_negated(
+    "right_jacobian", left_jacobian, left_jacobian_tangent, left_jacobian_vjp
+)
+right_jacobian_inverse, right_jacobian_inverse_tangent, right_jacobian_inverse_vjp = at_negated(
+    "right_jacobian_inverse",
+    left_jacobian_inverse,
+    left_jacobian_inverse_tangent,
+    left_jacobian_inverse_vjp,
+)
 
 
 @wp.func
@@ -696,6 +392,7 @@ SO3_EXP = define_op(
     vjp=so3_exp_vjp,
     doc="exp(omega): (cos(theta / 2), sin(theta / 2) omega / theta), theta = |omega|, with the "
     "sign that makes w >= 0; a Taylor series near theta = 0.",
+    family=families.SO3,
 )
 SO3_LOG = define_op(
     "so3_log",
@@ -706,6 +403,7 @@ SO3_LOG = define_op(
     vjp=so3_log_vjp,
     doc="log(q): 2 atan2(|u|, |w|) u / |u| with the sign of w, q = (w, u), |omega| <= pi; "
     "invariant to the scale and the sign of q: log(q) = log(q / |q|) = log(-q).",
+    family=families.SO3,
 )
 AXIS_ANGLE_TO_QUATERNION = define_op(
     "axis_angle_to_quaternion",
@@ -715,6 +413,7 @@ AXIS_ANGLE_TO_QUATERNION = define_op(
     tangent=so3_exp_tangent,
     vjp=so3_exp_vjp,
     doc="The unit quaternion of the rotation vector (axis times angle), w >= 0: so3_exp.",
+    family=families.SO3,
 )
 QUATERNION_TO_AXIS_ANGLE = define_op(
     "quaternion_to_axis_angle",
@@ -724,6 +423,7 @@ QUATERNION_TO_AXIS_ANGLE = define_op(
     tangent=so3_log_tangent,
     vjp=so3_log_vjp,
     doc="The rotation vector (axis times angle, |angle| <= pi) of q / |q|: so3_log.",
+    family=families.SO3,
 )
 AXIS_ANGLE_TO_MATRIX = define_op(
     "axis_angle_to_matrix",
@@ -733,6 +433,7 @@ AXIS_ANGLE_TO_MATRIX = define_op(
     tangent=rodrigues_tangent,
     vjp=rodrigues_vjp,
     doc="Rodrigues: I + sin(theta)/theta [omega]x + (1 - cos(theta))/theta^2 [omega]x^2.",
+    family=families.SO3,
 )
 MATRIX_TO_AXIS_ANGLE = define_op(
     "matrix_to_axis_angle",
@@ -743,6 +444,7 @@ MATRIX_TO_AXIS_ANGLE = define_op(
     vjp=matrix_log_vjp,
     doc="The rotation vector of a rotation matrix, |angle| <= pi: so3_log of Shepperd's "
     "quaternion (accurate at and near 180 degrees).",
+    family=families.SO3,
 )
 SO3_HAT = define_op(
     "so3_hat",
@@ -752,6 +454,7 @@ SO3_HAT = define_op(
     tangent=hat_tangent,
     vjp=hat_vjp,
     doc="The skew matrix [omega]x: [[0, -z, y], [z, 0, -x], [-y, x, 0]].",
+    family=families.SO3,
 )
 SO3_VEE = define_op(
     "so3_vee",
@@ -761,6 +464,7 @@ SO3_VEE = define_op(
     tangent=vee_tangent,
     vjp=vee_vjp,
     doc="The vector of the skew part (M - M^T) / 2.",
+    family=families.SO3,
 )
 SO3_LEFT_JACOBIAN = define_op(
     "so3_left_jacobian",
@@ -771,6 +475,7 @@ SO3_LEFT_JACOBIAN = define_op(
     vjp=left_jacobian_vjp,
     doc="J_l(omega) = I + (1 - cos(theta))/theta^2 [omega]x "
     "+ (theta - sin(theta))/theta^3 [omega]x^2; J_r(omega) = J_l(-omega).",
+    family=families.SO3,
 )
 SO3_LEFT_JACOBIAN_INVERSE = define_op(
     "so3_left_jacobian_inverse",
@@ -781,6 +486,7 @@ SO3_LEFT_JACOBIAN_INVERSE = define_op(
     vjp=left_jacobian_inverse_vjp,
     doc="J_l(omega)^-1 = I - [omega]x / 2 + (1/theta^2 - (1 + cos(theta))/(2 theta "
     "sin(theta))) [omega]x^2, for |omega| < 2 pi.",
+    family=families.SO3,
 )
 SO3_RIGHT_JACOBIAN = define_op(
     "so3_right_jacobian",
@@ -790,6 +496,7 @@ SO3_RIGHT_JACOBIAN = define_op(
     tangent=right_jacobian_tangent,
     vjp=right_jacobian_vjp,
     doc="J_r(omega) = J_l(-omega).",
+    family=families.SO3,
 )
 SO3_RIGHT_JACOBIAN_INVERSE = define_op(
     "so3_right_jacobian_inverse",
@@ -799,6 +506,7 @@ SO3_RIGHT_JACOBIAN_INVERSE = define_op(
     tangent=right_jacobian_inverse_tangent,
     vjp=right_jacobian_inverse_vjp,
     doc="J_r(omega)^-1 = J_l(-omega)^-1, for |omega| < 2 pi.",
+    family=families.SO3,
 )
 ROTATION_ANGLE = define_op(
     "rotation_angle",
@@ -808,6 +516,7 @@ ROTATION_ANGLE = define_op(
     tangent=rotation_angle_tangent,
     doc="The angle of the rotation q, 2 atan2(|u|, |w|) for q = (w, u), in [0, pi]; its "
     "gradient is zero at the identity, where the angle is not differentiable.",
+    family=families.DISTANCES,
 )
 QUATERNION_GEODESIC_DISTANCE = define_op(
     "quaternion_geodesic_distance",
@@ -816,6 +525,7 @@ QUATERNION_GEODESIC_DISTANCE = define_op(
     results={"out_angle": ()},
     tangent=quaternion_geodesic_distance_tangent,
     doc="The angle of q1* q2, in [0, pi]: rotation_angle of the relative rotation.",
+    family=families.DISTANCES,
 )
 MATRIX_GEODESIC_DISTANCE = define_op(
     "matrix_geodesic_distance",
@@ -825,4 +535,5 @@ MATRIX_GEODESIC_DISTANCE = define_op(
     tangent=matrix_geodesic_distance_tangent,
     doc="The angle of R1^T R2, atan2(|vee(M)|, (trace(M) - 1) / 2) for M = R1^T R2, in "
     "[0, pi] (never acos); its gradient is zero where the angle is 0 or pi.",
+    family=families.DISTANCES,
 )

@@ -10,7 +10,9 @@ from typing import Any
 
 import warp as wp
 
-from .._op import Operand, Result, define_op
+from .._define import define_op
+from .._op import Operand, Result
+from . import _families as families
 from .conversions import QUATERNION_TO_MATRIX
 from .quaternion import (
     quat_conjugate,
@@ -217,6 +219,7 @@ TRANSFORM_POINTS = define_op(
     vjp=transform_point_vjp,
     doc="R(q) p + t, where R(q) v = q (0, v) q* (|q|^2 times a rotation).",
     **_POINT_BUFFERS,
+    family=families.POINTS_AND_POSES,
 )
 
 BATCH_TRANSFORM_POINTS = define_op(
@@ -228,6 +231,7 @@ BATCH_TRANSFORM_POINTS = define_op(
     vjp=transform_point_vjp,
     doc="R(q_b) p_bn + t_b, where R(q) v = q (0, v) q*.",
     **_POINT_BUFFERS,
+    family=families.POINTS_AND_POSES,
 )
 
 BATCH_TRANSFORM_POINTS_INVERSE = define_op(
@@ -239,18 +243,7 @@ BATCH_TRANSFORM_POINTS_INVERSE = define_op(
     vjp=untransform_point_vjp,
     doc="R(q_b)^T (p_bn - t_b), where R(q)^T v = q* (0, v) q.",
     **_POINT_BUFFERS,
-)
-
-POSE_TRANSFORM_POINTS = define_op(
-    "pose_transform_points",
-    transform_point,
-    operands={"position": (3,), "quaternion": _ROTATION, "points": (3,)},
-    results={"out_points": (3,)},
-    tangent=transform_point_tangent,
-    vjp=transform_point_vjp,
-    doc="R(q) p + t for poses and points whose leading dimensions broadcast, where "
-    "R(q) v = q (0, v) q*: `SE3.apply`.",
-    runs=True,
+    family=families.POINTS_AND_POSES,
 )
 
 TRANSFORM_POINT_INVERSE = define_op(
@@ -261,6 +254,7 @@ TRANSFORM_POINT_INVERSE = define_op(
     tangent=transform_point_inverse_tangent,
     vjp=transform_point_inverse_vjp,
     doc="R^T (p - t).",
+    family=families.POINTS_AND_POSES,
 )
 
 GET_INV_TRANSFORM = define_op(
@@ -271,6 +265,7 @@ GET_INV_TRANSFORM = define_op(
     tangent=rigid_inverse_tangent,
     vjp=rigid_inverse_vjp,
     doc="(R^T, -R^T t).",
+    family=families.POINTS_AND_POSES,
 )
 
 POSE_TO_MATRIX = define_op(
@@ -282,6 +277,7 @@ POSE_TO_MATRIX = define_op(
     vjp=pose_to_matrix_vjp,
     doc="[[R(q), t], [0, 0, 0, 1]].",
     result_buffers=("out_matrix",),
+    family=families.POINTS_AND_POSES,
 )
 
 POSE_MULTIPLY = define_op(
@@ -294,6 +290,7 @@ POSE_MULTIPLY = define_op(
     doc="T1 T2 = (R(q1) t2 + t1, q1 q2): pose 2 is applied first.",
     result_buffers=("out_position", "out_quaternion"),
     gradient_buffers=("adj_pos", "adj_quat", "adj_pos2", "adj_quat2"),
+    family=families.POINTS_AND_POSES,
 )
 
 POSE_INVERSE = define_op(
@@ -306,4 +303,18 @@ POSE_INVERSE = define_op(
     doc="(-R(q)^T t, q*), with q* the conjugate.",
     result_buffers=("out_position", "out_quaternion"),
     gradient_buffers=("adj_pos", "adj_quat"),
+    family=families.POINTS_AND_POSES,
+)
+
+POSE_TRANSFORM_POINTS = define_op(
+    "pose_transform_points",
+    transform_point,
+    operands={"position": (3,), "quaternion": _ROTATION, "points": (3,)},
+    results={"out_points": (3,)},
+    tangent=transform_point_tangent,
+    vjp=transform_point_vjp,
+    doc="R(q) p + t for poses and points whose leading dimensions broadcast, where "
+    "R(q) v = q (0, v) q*: `SE3.apply`.",
+    runs=True,
+    family=families.POINTS_AND_POSES,
 )

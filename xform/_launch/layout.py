@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ._spec import VARIADIC, Operand
-
-if TYPE_CHECKING:
-    from ._op import Op
+from .._op import VARIADIC, Op, Operand, Product
 
 # Warp indexes launches and arrays with 32-bit integers.
 MAX_ELEMENTS = 2**31 - 1
@@ -48,6 +44,30 @@ class LaunchPlan:
     def results(self) -> int:
         """Elements of each result."""
         return math.prod(self.batch_shape)
+
+
+def loops_over_runs(op: Op, product: Product) -> bool:
+    """Whether the kernels of `product` loop over runs of launch indices: where the op
+    asks, and for the VJP of an op that sums over groups (a group's summands read one
+    cotangent, and the gradients of its per-group operands are sums over the group)."""
+    return op.runs or (product == Product.VJP and bool(op.reduced))
+
+
+def sums(op: Op, product: Product) -> bool:
+    """Whether `product`'s kernel sums launch indices into each result element (an op
+    that sums over groups, but for its VJP, which scatters)."""
+    return bool(op.reduced) and product != Product.VJP
+
+
+def scattered(op: Op, product: Product) -> tuple[int, ...]:
+    """The operands whose shape the arrays that `product`'s kernels add into have: the
+    differentiable operands for a VJP (their gradients), the operands the results are
+    `like` for the forward and the tangent of an op that scatters; else none."""
+    if product == Product.VJP:
+        return tuple(k for k, o in enumerate(op.operands) if o.differentiable)
+    if op.scatters:
+        return tuple(k for k in op.like if k is not None)
+    return ()
 
 
 def _shape_error(op: Op, operand: Operand, shape: tuple[int, ...], why: str = "") -> ValueError:

@@ -1,11 +1,14 @@
-"""Reading and writing pose graphs in g2o's text format.
+"""Reading and writing pose graphs in g2o's text format (`xform.optim.g2o`).
 
 Tags read: `VERTEX_SE3:QUAT id x y z qx qy qz qw`, `EDGE_SE3:QUAT i j x y z qx qy qz qw` and
 the 21 upper-triangular entries of the 6x6 information matrix (row by row, translation
 first), `VERTEX_SE2 id x y theta`, `EDGE_SE2 i j x y theta` and the 6 upper-triangular
 entries of the 3x3 information matrix. Every other tag is skipped and counted. The reader
 only parses: values are kept as written (quaternions are not normalised), so that writing
-and reading again gives the same numbers; `problem.py` makes a problem of them.
+and reading again gives the same numbers. Every error names `file:line`: a file that is not
+text (UTF-8), a wrong number of fields, a field that is not a number, an id that is not an
+integer of int64's range, a non-finite value, a zero quaternion, 2D and 3D tags mixed, a
+vertex defined twice, and a file with no edges.
 
 Quaternions are stored [w, x, y, z] (xform's order); g2o writes [x, y, z, w].
 """
@@ -34,7 +37,8 @@ class G2oGraph:
     Edges: `edge_ids (m, 2)` (i, j), `edge_positions (m, dim)`, `edge_rotations` as the
     vertices', `edge_information (m, d, d)` with d = 6 (3D) or 3 (2D), symmetric, in g2o's
     order (translation, then rotation). `edge_lines (m,)`: each edge's line in the file.
-    `skipped`: the other tags and how many lines each had.
+    `vertex_lines (n,)`: each vertex's line. `skipped`: the other tags and how many lines
+    each had.
     """
 
     dim: int
@@ -47,6 +51,7 @@ class G2oGraph:
     edge_information: np.ndarray
     source: str = "<graph>"
     edge_lines: np.ndarray | None = None
+    vertex_lines: np.ndarray | None = None
     skipped: Counter = field(default_factory=Counter)
 
     @property
@@ -66,56 +71,80 @@ def _quaternion_from_g2o(xyzw: np.ndarray) -> np.ndarray:
     return np.concatenate([xyzw[:, 3:], xyzw[:, :3]], axis=1)
 
 
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def _lines(path: Path):
+    """(number, text) of every line of the file, decoded as UTF-8 (g2o files are ASCII): a
+    line that is not names the file, the line and the offending byte."""
+    with open(path, "rb") as stream:
+        for number, raw in enumerate(stream, start=1):
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(
+                    f"{path}:{number}: not UTF-8 text (byte 0x{raw[error.start]:02x} at column "
+                    f"{error.start + 1}); a g2o file is text"
+                ) from None
+
+
 def read_g2o(path: str | os.PathLike) -> G2oGraph:
-    """Parse a g2o file. Raises ValueError naming `file:line` for a malformed line (a wrong
-    number of fields, a field that is not a number, an id that is not an integer, a
-    non-finite value, 2D and 3D mixed, a vertex defined twice), and for a file with no
-    edges."""
+    """Parse a g2o file. Raises ValueError naming `file:line` for a line that is not UTF-8
+    text or is malformed (a wrong number of fields, a field that is not a number, an id that
+    is not an integer in int64's range, a non-finite value, a zero quaternion, 2D and 3D
+    mixed, a vertex defined twice), and for a file with no edges."""
     path = Path(path)
     vertices: dict[str, list] = {"ids": [], "values": [], "lines": []}
     edges: dict[str, list] = {"ids": [], "values": [], "lines": []}
     skipped: Counter = Counter()
     dim = None
-    with open(path) as stream:
-        for number, line in enumerate(stream, start=1):
-            fields = line.split()
-            if not fields or fields[0].startswith("#"):
-                continue
-            tag = fields[0]
-            if tag in VERTEX_TAGS:
-                kind, count, into = VERTEX_TAGS[tag], 1, vertices
-            elif tag in EDGE_TAGS:
-                kind, count, into = EDGE_TAGS[tag], 2, edges
-            else:
-                skipped[tag] += 1
-                continue
-            where = f"{path}:{number}"
-            tag_dim, size = kind
-            if dim is None:
-                dim = tag_dim
-            elif dim != tag_dim:
-                raise ValueError(f"{where}: {tag} in a {dim}D graph: 2D and 3D tags are mixed")
-            if len(fields) - 1 != size:
-                raise ValueError(
-                    f"{where}: {tag} wants {size} numbers after the tag, got {len(fields) - 1}"
-                )
-            try:
-                ids = [int(x) for x in fields[1 : 1 + count]]
-            except ValueError:
-                raise ValueError(
-                    f"{where}: {tag}'s vertex ids must be integers, got {fields[1 : 1 + count]}"
-                ) from None
-            try:
-                values = [float(x) for x in fields[1 + count :]]
-            except ValueError as error:
-                raise ValueError(
-                    f"{where}: {tag} has a field that is not a number ({error})"
-                ) from None
-            if not np.all(np.isfinite(values)):
-                raise ValueError(f"{where}: {tag} has a value that is not finite")
-            into["ids"].append(ids)
-            into["values"].append(values)
-            into["lines"].append(number)
+    for number, line in _lines(path):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        tag = fields[0]
+        if tag in VERTEX_TAGS:
+            kind, count, into = VERTEX_TAGS[tag], 1, vertices
+        elif tag in EDGE_TAGS:
+            kind, count, into = EDGE_TAGS[tag], 2, edges
+        else:
+            skipped[tag] += 1
+            continue
+        where = f"{path}:{number}"
+        tag_dim, size = kind
+        if dim is None:
+            dim = tag_dim
+        elif dim != tag_dim:
+            raise ValueError(f"{where}: {tag} in a {dim}D graph: 2D and 3D tags are mixed")
+        if len(fields) - 1 != size:
+            raise ValueError(
+                f"{where}: {tag} wants {size} numbers after the tag, got {len(fields) - 1}"
+            )
+        try:
+            ids = [int(x) for x in fields[1 : 1 + count]]
+        except ValueError:
+            raise ValueError(
+                f"{where}: {tag}'s vertex ids must be integers, got {fields[1 : 1 + count]}"
+            ) from None
+        outside = [i for i in ids if not INT64[0] <= i <= INT64[1]]
+        if outside:
+            raise ValueError(
+                f"{where}: {tag}'s vertex id {outside[0]} is outside int64's range "
+                f"[{INT64[0]}, {INT64[1]}]"
+            )
+        try:
+            values = [float(x) for x in fields[1 + count :]]
+        except ValueError as error:
+            raise ValueError(f"{where}: {tag} has a field that is not a number ({error})") from None
+        if not np.all(np.isfinite(values)):
+            raise ValueError(f"{where}: {tag} has a value that is not finite")
+        # x y z, then qx qy qz qw, for vertices and edges alike
+        if tag_dim == 3 and not np.linalg.norm(values[3:7]) >= 1e-12:
+            written = " ".join(fields[4 + count : 8 + count])
+            raise ValueError(f"{where}: {tag}'s quaternion ({written}) is zero (norm below 1e-12)")
+        into["ids"].append(ids)
+        into["values"].append(values)
+        into["lines"].append(number)
     if not edges["ids"]:
         raise ValueError(f"{path}: no edges ({', '.join(EDGE_TAGS)}) in the file")
 
@@ -156,6 +185,7 @@ def read_g2o(path: str | os.PathLike) -> G2oGraph:
         edge_information=_upper_to_symmetric(upper, d),
         source=str(path),
         edge_lines=np.array(edges["lines"], dtype=np.int64),
+        vertex_lines=np.array(vertices["lines"], dtype=np.int64),
         skipped=skipped,
     )
 

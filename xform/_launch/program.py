@@ -1,7 +1,7 @@
 """A product's launches recorded once as a *program*: what a native executor needs to run
 them again on other buffers of the same shapes, with no Python per call.
 
-The core's Python path is run once with a `Recorder` active (`_launch.recording`), on
+The core's Python path is run once with a `Recorder` active (`steps.recording`), on
 buffers whose addresses are sentinels: buffer k starts at SENTINELS + k * SPACING, beyond
 2^48, where no process maps memory (x86-64 and AArch64 user space ends below 2^47 and
 2^48). The recorder keeps, for each kernel launch, the entry point of
@@ -26,17 +26,18 @@ The program is an int64 array (`backends/jax_native.cpp` reads it):
   params, blob words, patches, param offsets..., blob..., (offset, buffer, delta)...].
 Launches of one LAUNCHES step may run concurrently (the Python path's thread tiles).
 
-This relies on Warp internals (the `_cpu_forward` entry point's ABI, `Launch.params`,
-`array_t`), hence the version gate and the self-test of the code that uses it.
+This relies on Warp internals (`warp_abi.py`), hence the version gate and the self-test
+of the code that uses it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from . import kernels, warp_abi
+from .steps import AddParts, Launch, PartialSums, Step, set_arrays, set_sum_arrays
 
 MAGIC = 0x786630726D0001
 ZERO, LAUNCHES, SUM, FAIL, CUDA_LAUNCH, CUDA_ZERO = 1, 2, 3, 4, 5, 6
@@ -73,7 +74,6 @@ class Recorder:
     scratch: list[int] = field(default_factory=list)
     steps: list[list[int]] = field(default_factory=list)
     keep: list = field(default_factory=list)  # the launches, whose code must stay loaded
-    _group: list | None = None
 
     @property
     def sizes(self) -> list[int]:
@@ -89,7 +89,7 @@ class Recorder:
             raise CaptureError(f"address {address:#x} is in no buffer of the call")
         return k, offset
 
-    # --- what the core calls while recording ---------------------------------------------
+    # --- what the core hands over while recording ----------------------------------------
 
     def allocate_scratch(self, nbytes: int) -> int:
         """A zeroed scratch buffer, per call; its sentinel address."""
@@ -99,6 +99,7 @@ class Recorder:
         return self.pointer(len(self.sizes) - 1)
 
     def zero(self, address: int, nbytes: int) -> None:
+        """Zero-fill an output (the caller's allocator asks, as a launch will add into it)."""
         k, offset = self.locate(address, nbytes)
         if self.cuda_launcher:
             step = [CUDA_ZERO, 9, *self.cuda_memset, self.cuda_context, k, offset, int(nbytes)]
@@ -106,35 +107,49 @@ class Recorder:
         else:
             self.steps.append([ZERO, 5, k, offset, int(nbytes)])
 
-    def sum_parts(self, total: int, parts: int, tiles: int, stride: int, count: int, itemsize):
-        """total[i] = sum over t of parts[t * stride + i], tile after tile, as
-        `_launch._PartialSums` adds them."""
-        t, t_offset = self.locate(total, count * itemsize)
-        p, p_offset = self.locate(parts, (tiles * stride) * itemsize)
-        self.steps.append([SUM, 10, t, t_offset, p, p_offset, tiles, stride, count, itemsize])
+    def record(self, steps: list[Step]) -> None:
+        """The launch steps of one product (`steps.py`), as program steps."""
+        bases = {}
+        for step in steps:
+            for a in step.arrays if isinstance(step, Launch) else ():
+                if isinstance(a.pointer, PartialSums) and a.pointer not in bases:
+                    bases[a.pointer] = self.allocate_scratch(a.pointer.nbytes)
+        for step in steps:
+            if isinstance(step, Launch):
+                recorded = []
+                for k, tile in enumerate(step.tiles):
+                    launch = kernels.reusable(step.op, step.product, step.scalar, step.device,
+                                              tile)  # fmt: skip
+                    set_arrays(launch, step, k, bases)
+                    recorded += self._launch(launch.launch)
+                if recorded:
+                    self._launches(recorded, step.parallel and len(recorded) > 1)
+            elif isinstance(step, AddParts):
+                self._add_parts(step.parts, bases[step.parts])
+            else:
+                launch = kernels.sum_chunks(step.op, step.product, step.scalar, step.device)
+                set_sum_arrays(launch, step)
+                recorded = self._launch(launch)
+                if recorded:
+                    self._launches(recorded, False)
 
-    @contextlib.contextmanager
-    def group(self, parallel: bool):
-        """Launches that may run concurrently (one per thread tile)."""
-        self._group = []
-        try:
-            yield
-            if self._group:
-                self._launches(self._group, parallel)
-        finally:
-            self._group = None
+    def _add_parts(self, parts: PartialSums, base: int) -> None:
+        """gradient[i] = sum over t of parts[t * stride + i], tile after tile, as
+        `steps.run` adds them."""
+        itemsize = parts.dtype.itemsize
+        t, t_offset = self.locate(parts.gradient, parts.count * itemsize)
+        p, p_offset = self.locate(base, parts.nbytes)
+        self.steps.append([SUM, 10, t, t_offset, p, p_offset, parts.tiles,
+                           parts.stride // itemsize, parts.count, itemsize])  # fmt: skip
 
-    def launch(self, launch) -> None:
-        """Record a `wp.Launch` as it stands (its parameters set)."""
+    def _launch(self, launch) -> list[tuple]:
+        """A `wp.Launch` as it stands (its parameters set): on CPU, to join a LAUNCHES
+        step; on CUDA, a step of its own."""
+        self.keep.append(launch)
         if not launch.device.is_cpu:
             self._record_cuda(launch)
-            return
-        recorded = self._record(launch)
-        self.keep.append(launch)
-        if self._group is None:
-            self._launches([recorded], False)
-        else:
-            self._group.append(recorded)
+            return []
+        return [self._record(launch)]
 
     # --- the program ---------------------------------------------------------------------
 
@@ -172,19 +187,15 @@ class Recorder:
         self.steps.append(step)
 
     def _record(self, launch) -> tuple:
-        if not launch.device.is_cpu or launch.adjoint or launch.block_dim > 1:
-            raise CaptureError("only plain forward CPU launches are recorded")
-        entry = ctypes.cast(launch.hooks.forward, ctypes.c_void_p).value
-        if not entry:
-            raise CaptureError("the kernel has no CPU entry point")
-        args = argument_struct(launch)
-        if args is None:
-            raise CaptureError("the launch's parameters do not match its kernel's arguments")
+        try:
+            entry, bounds, args = warp_abi.cpu_launch_bytes(launch)
+        except ValueError as exc:
+            raise CaptureError(str(exc)) from None
         patches = []
         for (name, kind), param in zip(args._fields_, launch.params[1:]):
-            if _is_array(kind):
+            if warp_abi.is_array(kind):
                 patches += self._array_patch(param, getattr(type(args), name).offset)
-        bounds, arguments = _words(bytes(launch.params[0])), _words(bytes(args))
+        bounds, arguments = _words(bounds), _words(bytes(args))
         if len(bounds) > MAX_BOUND_WORDS or len(arguments) > MAX_ARG_WORDS:
             raise CaptureError("the launch's arguments exceed the executor's limits")
         return entry, bounds, arguments, patches
@@ -192,72 +203,35 @@ class Recorder:
     def _record_cuda(self, launch) -> None:
         """A CUDA launch as its own step: Warp's launcher takes the address of each
         parameter, so the parameters are pieces of one blob (16-byte aligned)."""
-        if not self.cuda_launcher or launch.adjoint:
+        if not self.cuda_launcher:
             raise CaptureError("a CUDA launch needs the CUDA launcher's address")
-        function = launch.hooks.forward
-        function = getattr(function, "value", function)
-        if not function:
-            raise CaptureError("the kernel has no CUDA function")
+        try:
+            _, numbers, params = warp_abi.cuda_launch_fields(launch)
+        except ValueError as exc:
+            raise CaptureError(str(exc)) from None
         blob, offsets, patches = b"", [], []
-        for index, param in enumerate(launch.params):
+        for index, param in enumerate(params):
             blob += bytes(-len(blob) % 16)
             offsets.append(len(blob))
-            if index > 0 and _is_array(type(param)):
+            if index > 0 and warp_abi.is_array(type(param)):
                 patches += self._array_patch(param, len(blob))
             blob += bytes(param)
         words = _words(blob)
         if len(words) > MAX_ARG_WORDS or len(offsets) > 64:
             raise CaptureError("the launch's arguments exceed the executor's limits")
-        step = [CUDA_LAUNCH, 0, self.cuda_launcher, int(launch.device.context or 0),
-                int(function), int(launch.bounds.size), int(launch.max_blocks),
-                int(launch.block_dim), int(launch.grid_stride), int(launch.cluster_dim),
-                int(launch.hooks.forward_smem_bytes), len(offsets), len(words), len(patches),
-                *offsets, *words]  # fmt: skip
+        step = [CUDA_LAUNCH, 0, self.cuda_launcher, *numbers, len(offsets), len(words),
+                len(patches), *offsets, *words]  # fmt: skip
         for patch in patches:
             step += patch
         step[1] = len(step)
         self.steps.append(step)
-        self.keep.append(launch)
 
     def _array_patch(self, array, at: int) -> list[tuple[int, int, int]]:
         """The patch (byte `at` in the arguments, buffer, byte offset) that points an
         array argument (`array_t`, its data pointer first) into its buffer; none for a
         null array."""
-        data = ctypes.c_uint64.from_buffer_copy(bytes(array)[:8]).value
+        data = warp_abi.array_data(array)
         return [(at, *self.locate(data))] if data else []
-
-
-# warp-lang versions (major.minor) whose internals the native paths were tested against:
-# the CPU entry points called with a struct built here, the recorded programs, the JAX
-# handler. On any other version those paths stand aside for Warp's own.
-TESTED_WARP = ("1.19",)
-
-
-def warp_tested() -> bool:
-    """Whether the running warp-lang is a version the native paths were tested with."""
-    import warp
-
-    return ".".join(warp.config.version.split(".")[:2]) in TESTED_WARP
-
-
-def argument_struct(launch) -> ctypes.Structure | None:
-    """The struct of arguments that Warp's CPU `invoke` passes a launch's entry point,
-    filled from the launch's parameters as they stand: a field per kernel argument, named
-    by its label. None where the parameters do not match the kernel's arguments, or
-    where this warp-lang is not a tested version (then Warp's own launch runs)."""
-    if not warp_tested():
-        return None
-    params = launch.params
-    fields = [(arg.label, type(p)) for arg, p in zip(launch.kernel.adj.args, params[1:])]
-    if len(fields) != len(params) - 1:
-        return None
-    return type("Args", (ctypes.Structure,), {"_fields_": fields})(*params[1:])
-
-
-def _is_array(kind: type) -> bool:
-    """Warp's `array_t` (its data pointer first), as a kernel argument's ctypes type."""
-    names = [name for name, *_ in getattr(kind, "_fields_", ())]
-    return names[:1] == ["data"] and "shape" in names and "strides" in names
 
 
 def failing_program(inputs: list[int], outputs: list[int]) -> np.ndarray:

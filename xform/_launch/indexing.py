@@ -1,7 +1,7 @@
 """What every generated kernel shares: the launch grid, and how a launch index finds the
 element each operand contributes to it.
 
-A launch covers the coalesced broadcast batch (see `_layout.py`). Each array operand
+A launch covers the coalesced broadcast batch (see `_launch/layout.py`). Each array operand
 arrives with a `wp.vec4i` of element strides, zero along the dimensions it is broadcast
 over, so broadcast operands are read in place, never materialised; results are written
 contiguously at the launch index.
@@ -11,7 +11,7 @@ from typing import Any
 
 import warp as wp
 
-# Leading dimensions that the launch grid can index directly; see `_layout.py`.
+# Leading dimensions that the launch grid can index directly; see `_launch/layout.py`.
 MAX_GRID_DIMS = 4
 
 
@@ -156,7 +156,7 @@ def dense(grid: Any, operand: wp.int32):
 # of a warp that hold the same element first sum their values with shuffles, and one lane
 # adds the sum (so a pose shared by a million points takes thousands of atomic adds, not
 # a million into one address); on a CPU, a plain add (each thread adds into partial sums
-# of its own, see _launch.py). Specialised per element type by _codegen.py.
+# of its own, see _launch.py). Specialised per element type by codegen.py.
 SHARED_ADD = """
 #if defined(__CUDA_ARCH__)
     {scalar}* destination = reinterpret_cast<{scalar}*>(&wp::index(gradient, index));

@@ -8,23 +8,21 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING
 
 import warp as wp
 
-from . import _launch
-
-if TYPE_CHECKING:
-    from ._op import Op
+from .._op import Op, Product
+from . import products
+from .buffers import prepare
 
 
 @functools.cache
-def run_product(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
+def run_product(op: Op, product: Product, prefix: int, needed: tuple[bool, ...]):
     """What an FFI call runs: `run(inputs, outputs)`, with the inputs as arrays the core
     reads (Warp arrays or Buffers over XLA's memory) and each output as (pointer, a
-    function that zero-fills it), which the core's launch writes: `product` ("forward",
-    "tangent" or "vjp", with the `needed` gradients) of `op`, `prefix` leading dimensions
-    mapped by a vectorising transform."""
+    function that zero-fills it), which the core's launch writes: `product` (the VJP with
+    the `needed` gradients) of `op`, `prefix` leading dimensions mapped by a vectorising
+    transform."""
     n = len(op.operands)
 
     def run(inputs, outputs):
@@ -44,15 +42,15 @@ def run_product(op: Op, product: str, prefix: int, needed: tuple[bool, ...]):
             array = wp.zeros(max(math.prod(shape), 1), dtype=scalar, device=device)
             return array, array.ptr
 
-        operands = _launch.prepare(op, inputs[:n], prefix)
-        if product == "forward":
-            _launch.forward(operands, allocate, allocate_zeros)
-        elif product == "tangent":
+        operands = prepare(op, inputs[:n], prefix)
+        if product == Product.FORWARD:
+            products.forward(operands, allocate, allocate_zeros)
+        elif product == Product.TANGENT:
             # Every tangent is given, but the op's non-differentiable operands' count as
             # zero: those zeros are scratch, not outputs.
-            _launch.jvp(operands, inputs[n : 2 * n], allocate, allocate_zeros, scratch_zeros)
+            products.jvp(operands, inputs[n : 2 * n], allocate, allocate_zeros, scratch_zeros)
         else:
             cotangents = inputs[n : n + len(op.results)]
-            _launch.vjp(operands, cotangents, allocate_zeros, needed, allocate)
+            products.vjp(operands, cotangents, allocate_zeros, needed, allocate)
 
     return run

@@ -3,7 +3,7 @@
 Every op is one element function plus its `Op` entry (`_op.py`). From them this module
 writes the kernels' Python source, with concrete element types for float32 and float64
 and a launch grid of either kind (`FlatGrid`, `Grid`), and lets Warp compile it. A kernel
-reads each operand at the element its strides select (`_indexing.py`), calls element
+reads each operand at the element its strides select (`indexing.py`), calls element
 functions, and writes results at the launch index. Ops that ask for runs (`Op.runs`),
 and the VJPs of ops that sum over groups, loop over a run of launch indices per thread:
 a prepared operand is prepared once per distinct element, and a VJP sums each operand's
@@ -37,207 +37,31 @@ them).
 from __future__ import annotations
 
 import functools
-import linecache
-import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import warp as wp
 
-from . import _indexing
-
-if TYPE_CHECKING:
-    from ._op import Op
-
-
-@functools.cache
-def value_type(element: tuple[int, ...], scalar: type):
-    """The Warp type of one element: a scalar, a vector or a matrix."""
-    if element == ():
-        return scalar
-    if len(element) == 1:
-        return wp.types.vector(element[0], scalar)
-    return wp.types.matrix(element, scalar)
-
-
-def _zero(type_name: str, element: tuple[int, ...]) -> str:
-    return f"{type_name}()" if element else f"{type_name}(0.0)"
-
-
-def _inner(a: str, b: str, element: tuple[int, ...]) -> str:
-    """The sum of the products of two elements' components."""
-    if element == ():
-        return f"{a} * {b}"
-    return f"wp.dot({a}, {b})" if len(element) == 1 else f"wp.ddot({a}, {b})"
-
-
-def _component(name: str, c: str, element: tuple[int, ...]) -> str:
-    """Component `c` (a flat index) of an element, as an assignable expression."""
-    if len(element) == 1:
-        return f"{name}[{c}]"
-    return f"{name}[{c} // {element[1]}, {c} % {element[1]}]"
-
-
-def _tuple(names: list[str]) -> str:
-    return ", ".join(names)
-
-
-def _module(op: Op, part: str, scalar: type) -> str:
-    """The Python (and Warp) module name of one generated part of an op."""
-    return f"xform_ops.{op.key}.{part}.{scalar.__name__}"
-
-
-def _build(source: str, module: str, namespace: dict[str, Any]) -> dict[str, Any]:
-    """Run generated source as the Python module `module`. Warp reads a function's source
-    to compile it, so the text is registered with linecache under its own file name."""
-    filename = f"<xform generated: {module}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"__name__": module, "wp": wp, "Any": Any, **namespace}
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace
-
-
-def _types(op: Op, scalar: type) -> dict[str, Any]:
-    """Type names the generated source uses: A<k> an operand's stored element, X<k> the
-    value the function receives (after prepare), Y<j> a result, S the scalar."""
-    names: dict[str, Any] = {"S": scalar}
-    for k, o in enumerate(op.operands):
-        names[f"A{k}"] = value_type(o.element, scalar)
-        names[f"X{k}"] = value_type(o.value_element, scalar)
-    for j, r in enumerate(op.results):
-        names[f"Y{j}"] = value_type(r.element, scalar)
-    return names
-
-
-# --- element functions ------------------------------------------------------------------
-
-
-@functools.cache
-def _cotangent_dot(op: Op, scalar: type) -> wp.Function:
-    """`<function(x_1..x_n), (g_1..g_r)>`, the scalar whose gradient `wp.grad` takes."""
-    n, r = len(op.operands), len(op.results)
-    params = [f"x{k}: X{k}" for k in range(n)] + [f"g{j}: Y{j}" for j in range(r)]
-    ys = [f"y{j}" for j in range(r)]
-    pairing = " + ".join(_inner(f"y{j}", f"g{j}", res.element) for j, res in enumerate(op.results))
-    # Warp keys functions by name: each op's are named after it, so that two ops' element
-    # functions can meet in one kernel (a prepared operand's and the op's own).
-    source = f"""
-@wp.func
-def {op.key}_cotangent_dot({_tuple(params)}):
-    {_tuple(ys)} = F({_tuple([f"x{k}" for k in range(n)])})
-    return {pairing}
-"""
-    module = _module(op, "cotangent_dot", scalar)
-    namespace = _build(source, module, {"F": op.function, **_types(op, scalar)})
-    return namespace[f"{op.key}_cotangent_dot"]
-
-
-def _gradient_call(op: Op, scalar: type, cotangents: list[str]) -> str:
-    """`b0, ..., b<n-1>, _c0, ... = wp.grad(<cotangent_dot>)(x0, ..., cotangents...)`:
-    the operands' cotangents, by Warp's adjoint of the function."""
-    n = len(op.operands)
-    outs = [f"b{k}" for k in range(n)] + [f"_c{j}" for j in range(len(op.results))]
-    xs = [f"x{k}" for k in range(n)]
-    return f"{_tuple(outs)} = wp.grad(CD)({_tuple(xs + cotangents)})"
-
-
-@functools.cache
-def element_vjp(op: Op, scalar: type) -> wp.Function:
-    """`vjp(x_1..x_n, g_1..g_r) -> x̄_1..x̄_n` (one value for one operand): the op's closed
-    form, or Warp's adjoint of `<function(x), g>`."""
-    if op.vjp is not None:
-        return op.vjp
-    n, r = len(op.operands), len(op.results)
-    params = [f"x{k}: X{k}" for k in range(n)] + [f"g{j}: Y{j}" for j in range(r)]
-    source = (
-        f"@wp.func\ndef {op.key}_vjp({_tuple(params)}):\n"
-        f"    {_gradient_call(op, scalar, [f'g{j}' for j in range(r)])}\n"
-        f"    return {_tuple([f'b{k}' for k in range(n)])}\n"
-    )
-    module = _module(op, "element_vjp", scalar)
-    namespace = _build(source, module, {"CD": _cotangent_dot(op, scalar), **_types(op, scalar)})
-    return namespace[f"{op.key}_vjp"]
-
-
-@functools.cache
-def element_tangent(op: Op, scalar: type) -> wp.Function:
-    """`tangent(x_1..x_n, dx_1..dx_n) -> dy_1..dy_r`: the op's closed form, or one reverse
-    sweep of the element function per result component (see the module docstring).
-    Each sweep calls `wp.grad` here, not through the element VJP: Warp emits functions
-    that call `wp.grad` after all others, so one could not call another."""
-    if op.tangent is not None:
-        return op.tangent
-    if op.product_of is not None and op.product_of[1] == "vjp":
-        return _vjp_tangent(op, scalar)
-    n, r = len(op.operands), len(op.results)
-    params = [f"x{k}: X{k}" for k in range(n)] + [f"dx{k}: X{k}" for k in range(n)]
-    lines = ["@wp.func", f"def {op.key}_tangent({_tuple(params)}):"]
-    directional = " + ".join(
-        _inner(f"b{k}", f"dx{k}", o.value_element) for k, o in enumerate(op.operands)
-    )
-    for j, res in enumerate(op.results):
-        seeds = [f"Y{i}()" if op.results[i].element else "S(0.0)" for i in range(r)]
-        if res.element == ():
-            seeds[j] = "S(1.0)"
-            lines += [f"    {_gradient_call(op, scalar, seeds)}", f"    out{j} = {directional}"]
-            continue
-        seeds[j] = f"e{j}"
-        # A dynamic loop (its bound is not a literal): one sweep's code, not m copies.
-        lines += [
-            f"    out{j} = Y{j}()",
-            f"    count{j} = wp.int32({math.prod(res.element)})",
-            f"    for c in range(count{j}):",
-            f"        e{j} = Y{j}()",
-            f"        {_component(f'e{j}', 'c', res.element)} = S(1.0)",
-            f"        {_gradient_call(op, scalar, seeds)}",
-            f"        {_component(f'out{j}', 'c', res.element)} = {directional}",
-        ]
-    lines.append(f"    return {_tuple([f'out{j}' for j in range(r)])}")
-    namespace = _build(
-        "\n".join(lines) + "\n",
-        _module(op, "element_tangent", scalar),
-        {"CD": _cotangent_dot(op, scalar), **_types(op, scalar)},
-    )
-    return namespace[f"{op.key}_tangent"]
-
-
-def _vjp_tangent(op: Op, scalar: type) -> wp.Function:
-    """The tangent of an op's VJP (`_products.vjp_op`) in one reverse sweep, not one per
-    result component. The VJP is `V(x, g) = J(x)^T g`, linear in g, and its derivative in
-    x, `H = sum_j g_j d^2 F_j / dx^2`, is symmetric: so its tangent `H dx + V(x, dg)` takes
-    `H dx` as the x-part of the gradient of `<V(x, g), dx>`, the VJP's own derived VJP at
-    the cotangent dx. Operands: x_1..x_n, then g_1..g_r; the i-th result is the gradient of
-    the i-th differentiable x."""
-    base = op.product_of[0]
-    n, m = len(base.operands), len(op.operands)
-    params = [f"x{k}: X{k}" for k in range(m)] + [f"dx{k}: X{k}" for k in range(m)]
-    gradients = [k for k, o in enumerate(base.operands) if o.differentiable]
-    outs = [f"v{i}" for i in range(len(gradients))]
-    at_dg = [f"x{k}" for k in range(n)] + [f"dx{k}" for k in range(n, m)]  # V(x, dg)
-    lines = [
-        "@wp.func",
-        f"def {op.key}_tangent({_tuple(params)}):",
-        f"    {_gradient_call(op, scalar, [f'dx{k}' for k in gradients])}",
-        f"    {_tuple(outs)} = F({_tuple(at_dg)})",
-        f"    return {_tuple([f'b{k} + v{i}' for i, k in enumerate(gradients)])}",
-    ]
-    namespace = _build(
-        "\n".join(lines) + "\n",
-        _module(op, "element_tangent", scalar),
-        {"F": op.function, "CD": _cotangent_dot(op, scalar), **_types(op, scalar)},
-    )
-    return namespace[f"{op.key}_tangent"]
-
-
-# --- kernels ------------------------------------------------------------------------------
+from .._op import Op, Product
+from . import indexing
+from .elements import element_tangent, element_vjp
+from .layout import loops_over_runs, scattered, sums
+from .source import (
+    build,
+    module_name,
+    tuple_source,
+    types,
+    value_type,
+    zero_source,
+)
 
 
 def _signature(op: Op, product: str, grid: str) -> str:
     params = [f"grid: {grid}"]
     for k in range(len(op.operands)):
         params += [f"a{k}: wp.array(dtype=A{k})", f"s{k}: wp.vec4i"]
-    if product == "forward":
+    if product == Product.FORWARD:
         params += [f"r{j}: wp.array(dtype=Y{j})" for j in range(len(op.results))]
-    elif product == "tangent":
+    elif product == Product.TANGENT:
         params += [f"da{k}: wp.array(dtype=A{k})" for k in range(len(op.operands))]
         params += [f"dr{j}: wp.array(dtype=Y{j})" for j in range(len(op.results))]
     else:
@@ -250,14 +74,14 @@ def _load(op: Op, k: int, product: str, index: str) -> list[str]:
     """Read operand k (and, for the tangent, its tangent) at `index`, preparing it."""
     if op.operands[k].prepare is None:
         lines = [f"x{k} = a{k}[{index}]"]
-        if product == "tangent":
+        if product == Product.TANGENT:
             lines.append(f"dx{k} = da{k}[{index}]")
         return lines
-    if product == "forward":
+    if product == Product.FORWARD:
         return [f"x{k} = P{k}(a{k}[{index}])"]
     # The stored element stays at hand: the tangent and the VJP pull through `prepare`.
     lines = [f"q{k} = a{k}[{index}]", f"x{k} = P{k}(q{k})"]
-    if product == "tangent":
+    if product == Product.TANGENT:
         lines.append(f"dx{k} = PT{k}(q{k}, da{k}[{index}])")
     return lines
 
@@ -273,12 +97,12 @@ def _targets(op: Op, product: str) -> dict[int, tuple[str, str, str, tuple[int, 
     VJP's gradients (the cotangents of what the function received, pulled back through
     `prepare` when added); the results of the forward or tangent of an op whose results
     are `like` operands."""
-    if product == "vjp":
+    if product == Product.VJP:
         return {
             k: (f"ga{k}", f"b{k}", f"X{k}", op.operands[k].value_element)
-            for k in op.scattered(product)
+            for k in scattered(op, product)
         }
-    out, value = ("r", "y") if product == "forward" else ("dr", "dy")
+    out, value = ("r", "y") if product == Product.FORWARD else ("dr", "dy")
     return {
         k: (f"{out}{j}", f"{value}{j}", f"Y{j}", op.results[j].element)
         for j, k in enumerate(op.like)
@@ -291,7 +115,7 @@ def _flush(op: Op, product: str, k: int, index: str, value: str) -> list[str]:
     stored where operand k is dense (no other index shares the element), else added (see
     SHARED_ADD); nothing where the array is not needed (a null array, of length 0)."""
     array = _targets(op, product)[k][0]
-    pulled = _gradient(op, k, value) if product == "vjp" else value
+    pulled = _gradient(op, k, value) if product == Product.VJP else value
     return [
         f"if {array}.shape[0] > 0:",
         f"    gradient{k} = {pulled}",
@@ -307,12 +131,12 @@ def _evaluate(op: Op, product: str) -> tuple[list[str], list[str]]:
     its tangent), and the names of the values (y<j>, dy<j>) it gives."""
     n, r = len(op.operands), len(op.results)
     xs = [f"x{k}" for k in range(n)]
-    if product == "forward":
+    if product == Product.FORWARD:
         ys = [f"y{j}" for j in range(r)]
-        return [f"{_tuple(ys)} = F({_tuple(xs)})"], ys
+        return [f"{tuple_source(ys)} = F({tuple_source(xs)})"], ys
     ys = [f"dy{j}" for j in range(r)]
     dxs = [f"dx{k}" for k in range(n)]
-    return [f"{_tuple(ys)} = TG({_tuple(xs + dxs)})"], ys
+    return [f"{tuple_source(ys)} = TG({tuple_source(xs + dxs)})"], ys
 
 
 def _compute(op: Op, product: str, group: str = "i / grid.reduce", index: str = "j") -> list[str]:
@@ -321,17 +145,17 @@ def _compute(op: Op, product: str, group: str = "i / grid.reduce", index: str = 
     results of an op that scatters are left as values (y<j>, dy<j>) for the body to add;
     operand k's element index is `<index>k`."""
     n = len(op.operands)
-    if product == "vjp":
+    if product == Product.VJP:
         # An op that sums over groups reads each sum's cotangent at every summand: that of
         # the summand's `group`; a result like operand k has its cotangent where k is read.
         at = group if op.reduced else "i"
         reads = [f"gr{j}[{at if k is None else f'{index}{k}'}]" for j, k in enumerate(op.like)]
         xs = [f"x{k}" for k in range(n)] + reads
-        return [f"{_tuple([f'b{k}' for k in range(n)])} = V({_tuple(xs)})"]
+        return [f"{tuple_source([f'b{k}' for k in range(n)])} = V({tuple_source(xs)})"]
     lines, ys = _evaluate(op, product)
     if op.scatters:
         return lines
-    out = "r" if product == "forward" else "dr"
+    out = "r" if product == Product.FORWARD else "dr"
     return lines + [f"{out}{j}[i] = {y}" for j, y in enumerate(ys)]
 
 
@@ -346,7 +170,7 @@ def _reduce_body(op: Op, product: str) -> list[str]:
         "element, first, last = chunk_bounds(grid, thread)",
         "at = unravel(grid, first)",
     ]
-    lines += [f"total{j} = {_zero(f'Y{j}', res.element)}" for j, res in enumerate(op.results)]
+    lines += [f"total{j} = {zero_source(f'Y{j}', res.element)}" for j, res in enumerate(op.results)]
     loop = []
     for k in range(len(op.operands)):
         loop += _load(op, k, product, f"element_index(at, s{k})")
@@ -355,7 +179,7 @@ def _reduce_body(op: Op, product: str) -> list[str]:
     loop.append("at = advance(grid, at)")
     lines.append("for i in range(first, last):")
     lines += ["    " + line for line in loop]
-    out = "r" if product == "forward" else "dr"
+    out = "r" if product == Product.FORWARD else "dr"
     return lines + [f"{out}{j}[thread] = total{j}" for j in range(len(op.results))]
 
 
@@ -365,13 +189,13 @@ def _sum_partials_source(op: Op) -> str:
     params = ["grid: FlatGrid"] + [f"p{j}: wp.array(dtype=Y{j})" for j in range(r)]
     params += [f"r{j}: wp.array(dtype=Y{j})" for j in range(r)]
     lines = ["element = wp.tid()"]
-    lines += [f"t{j} = {_zero(f'Y{j}', res.element)}" for j, res in enumerate(op.results)]
+    lines += [f"t{j} = {zero_source(f'Y{j}', res.element)}" for j, res in enumerate(op.results)]
     lines.append("for c in range(grid.chunks):")
     lines += [f"    t{j} = t{j} + p{j}[element * grid.chunks + c]" for j in range(r)]
     lines += [f"r{j}[element] = t{j}" for j in range(r)]
     return (
         "\n\n@wp.kernel(enable_backward=False)\n"
-        f"def sum_partials({_tuple(params)}):\n" + "".join(f"    {line}\n" for line in lines)
+        f"def sum_partials({tuple_source(params)}):\n" + "".join(f"    {line}\n" for line in lines)
     )
 
 
@@ -393,7 +217,7 @@ def _run_body(op: Op, product: str) -> list[str]:
     does an op that scatters each result, see `_targets`). Each operand's element index
     `e<k>` steps by its innermost stride, and is recomputed from the coordinates only
     where they carry into an outer dimension."""
-    vjp = product == "vjp"
+    vjp = product == Product.VJP
     targets = _targets(op, product)
     n = len(op.operands)
     cached = [k for k, o in enumerate(op.operands) if o.prepare is not None or k in targets]
@@ -414,9 +238,9 @@ def _run_body(op: Op, product: str) -> list[str]:
         if op.operands[k].prepare is not None:
             lines += _load(op, k, product, f"i{k}")
         if k in targets:
-            lines.append(f"sum{k} = {_zero(targets[k][2], targets[k][3])}")
+            lines.append(f"sum{k} = {zero_source(targets[k][2], targets[k][3])}")
     # Only a kernel that adds into arrays runs strided (a GPU thread's run, see
-    # _launch._run_shape).
+    # _launch/tiling.py's run_shape).
     strided = ["if step != 1:", "    at = unravel(grid, i)", *("    " + x for x in recompute)]
     if counted:
         strided += ["    " + line for line in regroup("i")]
@@ -433,7 +257,7 @@ def _run_body(op: Op, product: str) -> list[str]:
         change = []
         if k in targets:
             change += _flush(op, product, k, f"i{k}", f"sum{k}")
-            change.append(f"sum{k} = {_zero(targets[k][2], targets[k][3])}")
+            change.append(f"sum{k} = {zero_source(targets[k][2], targets[k][3])}")
         change.append(f"i{k} = e{k}")
         if o.prepare is not None:
             change += _load(op, k, product, f"i{k}")
@@ -466,31 +290,31 @@ def kernels(op: Op, product: str, scalar: type) -> dict:
     the grid, each operand with its strides, then for the forward the results; for the
     tangent the operands' tangents and the results' tangents; for the VJP the results'
     cotangents and the operands' gradients."""
-    if product != "forward" and not op.differentiable:
+    if product != Product.FORWARD and not op.differentiable:
         raise TypeError(f"{op.name} is not differentiable")
     namespace: dict[str, Any] = {
         "F": op.function,
-        **_types(op, scalar),
-        **{name: getattr(_indexing, name) for name in _INDEXING},
+        **types(op, scalar),
+        **{name: getattr(indexing, name) for name in _INDEXING},
     }
-    if product == "tangent":
+    if product == Product.TANGENT:
         namespace["TG"] = element_tangent(op, scalar)
-    if product == "vjp":
+    if product == Product.VJP:
         namespace["V"] = element_vjp(op, scalar)
     for k in _targets(op, product):  # each stored as operand k's element (a VJP's pulled back)
         namespace[f"SA{k}"] = _shared_add(op.operands[k].element, scalar)
     for k, o in enumerate(op.operands):
         if o.prepare is not None:
             namespace[f"P{k}"] = o.prepare.function
-            if product == "tangent":
+            if product == Product.TANGENT:
                 namespace[f"PT{k}"] = element_tangent(o.prepare, scalar)
-            if product == "vjp":
+            if product == Product.VJP:
                 namespace[f"PV{k}"] = element_vjp(o.prepare, scalar)
-    summing = bool(op.reduced) and product != "vjp"
+    summing = sums(op, product)
     if summing:
         body = _reduce_body(op, product)
     else:
-        body = _run_body(op, product) if op.loops_over_runs(product) else _simple_body(op, product)
+        body = _run_body(op, product) if loops_over_runs(op, product) else _simple_body(op, product)
     source = _adjoint_anchor(op, product)
     if summing:
         source += _sum_partials_source(op)
@@ -500,11 +324,11 @@ def kernels(op: Op, product: str, scalar: type) -> dict:
             f"def {product}_{grid.lower()}({_signature(op, product, grid)}):\n"
             + "".join(f"    {line}\n" for line in body)
         )
-    module = _module(op, product, scalar)
+    module = module_name(op, product, scalar)
     wp.set_module_options({"enable_backward": False}, module=module)
-    if product != "forward" and _adjoint_calls(op, product):
+    if product != Product.FORWARD and _adjoint_calls(op, product):
         _differentiates(module)
-    built = _build(source, module, namespace)
+    built = build(source, module, namespace)
     kernels = {True: built[f"{product}_flatgrid"], False: built[f"{product}_grid"]}
     if summing:
         kernels["sum_partials"] = built["sum_partials"]
@@ -513,7 +337,7 @@ def kernels(op: Op, product: str, scalar: type) -> dict:
 
 def _derives(op: Op, product: str) -> bool:
     """Whether `product` of `op` runs Warp's adjoint of the function (no closed form)."""
-    return (op.vjp if product == "vjp" else op.tangent) is None
+    return (op.vjp if product == Product.VJP else op.tangent) is None
 
 
 # Loops with a bound fixed at compile time are unrolled up to this many iterations in a
@@ -560,7 +384,7 @@ def _adjoint_anchor(op: Op, product: str) -> str:
     adjoints empty even once `wp.grad` needs them; a backward-enabled caller makes Warp
     generate every adjoint in the call graph."""
     calls = _adjoint_calls(op, product)
-    if product == "forward" or not calls:
+    if product == Product.FORWARD or not calls:
         return ""
     params, lines = [], []
     for c, (function, inputs, outputs) in enumerate(calls):
@@ -568,11 +392,12 @@ def _adjoint_anchor(op: Op, product: str) -> str:
         params += [f"out{c}_{i}: wp.array(dtype={t})" for i, t in enumerate(outputs)]
         values = [f"v{c}_{i}" for i in range(len(outputs))]
         arguments = [f"in{c}_{i}[0]" for i in range(len(inputs))]
-        lines.append(f"{_tuple(values)} = {function}({_tuple(arguments)})")
+        lines.append(f"{tuple_source(values)} = {function}({tuple_source(arguments)})")
         lines += [f"out{c}_{i}[0] = {v}" for i, v in enumerate(values)]
     return (
         "\n\n@wp.kernel(enable_backward=True)\n"
-        f"def adjoint_anchor({_tuple(params)}):\n" + "".join(f"    {line}\n" for line in lines)
+        f"def adjoint_anchor({tuple_source(params)}):\n"
+        + "".join(f"    {line}\n" for line in lines)
     )
 
 
@@ -584,15 +409,15 @@ _INDEXING = (
 
 @functools.cache
 def _shared_add(element: tuple[int, ...], scalar: type) -> wp.Function:
-    """`shared_add(gradient, index, value)`: `_indexing.SHARED_ADD` for one element type."""
+    """`shared_add(gradient, index, value)`: `indexing.SHARED_ADD` for one element type."""
     name = f"shared_add_{scalar.__name__}_{'x'.join(map(str, element)) or 'scalar'}"
     source = (
         f"@wp.func_native(SNIPPET)\n"
         f"def {name}(gradient: wp.array(dtype=T), index: wp.int32, value: T): ...\n"
     )
-    snippet = _indexing.SHARED_ADD.format(scalar=f"wp::{scalar.__name__}")
+    snippet = indexing.SHARED_ADD.format(scalar=f"wp::{scalar.__name__}")
     namespace = {"SNIPPET": snippet, "T": value_type(element, scalar)}
-    return _build(source, f"xform_ops.shared_add.{name}", namespace)[name]
+    return build(source, f"xform_ops.shared_add.{name}", namespace)[name]
 
 
 def kernel(op: Op, product: str, scalar: type, flat: bool) -> wp.Kernel:

@@ -1,0 +1,178 @@
+"""torch.compile: the same Functions, reaching the kernels through `torch.library` custom
+ops, and marked `allow_in_graph` once Dynamo loads (see `backends/torch.py`)."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import sys
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+
+from xform._op import Op
+
+from ._torch_autograd import _backward, _unpack, op_function
+from ._torch_kernels import Products, _fake_results, _forward, _jvp, _vjp
+
+
+class CustomOps(NamedTuple):
+    """An op's three products as functional `torch.library` custom ops, the mapped prefix
+    an argument: `xform::<key>`, and for a differentiable op `xform_jvp::<key>` (operands,
+    tangents) and `xform_vjp::<key>` (operands, cotangents, needed flags). A namespace per
+    product, so that no op's key can meet another's derivative."""
+
+    forward: Callable
+    jvp: Callable | None
+    vjp: Callable | None
+
+
+def _register_custom_ops(op: Op) -> CustomOps:
+    """The custom ops of `op`, with fake (shape-only) implementations for tracing. While
+    compiling, the Function around them differentiates and maps; the forward's own
+    autograd serves an exported program, which holds the custom op alone."""
+    n, r = len(op.operands), len(op.results)
+    # Positional names: an op's own operand names could clash with `prefix` or `needed`.
+    operands = ", ".join(f"Tensor operand{k}" for k in range(n))
+    tangents = ", ".join(f"Tensor? tangent{k}" for k in range(n))
+    cotangents = ", ".join(f"Tensor? cotangent{k}" for k in range(r))
+    results = "Tensor" if r == 1 else "(" + ", ".join(["Tensor"] * r) + ")"
+
+    def define(namespace: str, arguments: str, returns: str, kernel, fake):
+        custom = torch.library.custom_op(
+            f"{namespace}::{op.key}",
+            kernel,
+            mutates_args=(),
+            schema=f"({arguments}, int prefix) -> {returns}",
+        )
+        custom.register_fake(fake)
+        return custom
+
+    forward = define(
+        "xform",
+        operands,
+        results,
+        lambda *args: _unpack(_forward(op, args[:n], args[n])),
+        lambda *args: _unpack(_fake_results(op, args[:n], args[n])),
+    )
+    if not op.differentiable:
+        return CustomOps(forward, None, None)
+    jvp = define(
+        "xform_jvp",
+        f"{operands}, {tangents}",
+        results,
+        lambda *args: _unpack(_jvp(op, args[:n], args[n : 2 * n], args[2 * n])),
+        lambda *args: _unpack(_fake_results(op, args[:n], args[2 * n])),
+    )
+
+    def vjp(*args):
+        operands, cotangents, needed, prefix = args[:n], args[n : n + r], args[-2], args[-1]
+        grads = _vjp(op, operands, cotangents, needed, prefix)
+        return [g if g is not None else operands[0].new_empty(0) for g in grads]
+
+    def fake_vjp(*args):
+        operands, needed = args[:n], args[-2]
+        return [x.new_empty(x.shape if need else (0,)) for x, need in zip(operands, needed)]
+
+    vjp = define("xform_vjp", f"{operands}, {cotangents}, bool[] needed", "Tensor[]", vjp, fake_vjp)
+
+    # A graph that holds the forward custom op without the Function around it (a program
+    # from torch.export) differentiates it through the same VJP Function, over the
+    # custom ops, so that its backward is differentiable again too.
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs[:n])
+        ctx.prefix = inputs[n]
+
+    def backward(ctx, *grads):
+        return _backward(op, ctx.prefix, DISPATCHED, ctx, grads)
+
+    forward.register_autograd(backward, setup_context=setup_context)
+    return CustomOps(forward, jvp, vjp)
+
+
+# Every op's custom ops, registered as soon as the op exists (registering inside a
+# region that torch.compile traces would break the trace).
+CUSTOM_OPS: dict[Op, CustomOps] = {}
+
+
+def _as_list(results) -> list[torch.Tensor]:
+    return list(results) if isinstance(results, (tuple, list)) else [results]
+
+
+def _dispatched_forward(op: Op, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor]:
+    return _as_list(CUSTOM_OPS[op].forward(*operands, prefix))
+
+
+def _dispatched_vjp(op: Op, operands, cotangents, needed, prefix: int = 0):
+    return CUSTOM_OPS[op].vjp(*operands, *cotangents, list(needed), prefix)
+
+
+def _dispatched_jvp(op: Op, operands, tangents, prefix: int = 0) -> list[torch.Tensor]:
+    return _as_list(CUSTOM_OPS[op].jvp(*operands, *tangents, prefix))
+
+
+# Traced (torch.compile): the kernels as custom ops, which the trace records as nodes.
+DISPATCHED = Products(_dispatched_forward, _dispatched_vjp, _dispatched_jvp)
+
+
+def _traced_call(op: Op):
+    """What a call of `op` is while torch.compile traces: the op's Function with the
+    DISPATCHED products, in a function marked `allow_in_graph`. Dynamo records that call as
+    one node instead of inlining the Function (it refuses a Function with a `jvp`, and
+    outside its own autograd support it would drop the jvp and vmap rules); AOTAutograd
+    then runs the Function under whichever transforms the trace holds (backward,
+    `torch.func.grad`, `jvp`, `vmap`, forward AD), so every rule applies as in eager mode,
+    and records the custom ops that the Function calls."""
+    function = op_function(op, 0, DISPATCHED)
+
+    def call(*operands):
+        return function.apply(*operands)
+
+    call.__name__ = call.__qualname__ = op.name
+    return _allow_in_graph(call)
+
+
+# Marking a function `allow_in_graph` imports torch._dynamo, which would double the
+# import time of this module (~0.9 s of CPU) for programs that never compile. So the
+# marks wait for Dynamo's first import (torch.compile makes it), and are made as soon as
+# that import is done, before anything can be traced.
+_DYNAMO = "torch._dynamo"
+_UNMARKED: list[Callable] = []
+
+
+def _allow_in_graph(call: Callable) -> Callable:
+    if _DYNAMO in sys.modules:
+        return torch.compiler.allow_in_graph(call)
+    _UNMARKED.append(call)
+    return call
+
+
+class _MarkWhenDynamoLoads(importlib.abc.MetaPathFinder):
+    """An import hook that lets torch._dynamo load as usual, then marks the waiting
+    functions; it removes itself at that import."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _DYNAMO:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            try:
+                run(module)
+            except BaseException:
+                sys.meta_path.insert(0, self)  # a later import tries again
+                raise
+            while _UNMARKED:
+                torch.compiler.allow_in_graph(_UNMARKED.pop())
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if _DYNAMO not in sys.modules:
+    sys.meta_path.insert(0, _MarkWhenDynamoLoads())

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 33's device checks, in one call on a lent GPU (about 5 minutes expected, 580 s at
+# most: each step has its own time limit and writes under $OUT as it goes, so a step cut
+# short still leaves the steps before it):
+#   1. tests/test_cuda.py: every op, the groups and a kinematic chain through Warp, PyTorch
+#      and JAX on the GPU (and the CPU's walk of the GPU's routes);
+#   2. the native CUDA JAX path's self-test (XFORM_JAX_CUDA=native), against the Python path;
+#   3. per jitted JAX call at 16, 4k, 64k and 1M points, both JAX paths against the best jnp
+#      formula, forward and forward + backward (benchmarks/jax_calls.py);
+#   4. the kernels at 16M points, float32, against eager torch, jnp and HBM bandwidth
+#      (python -m benchmarks), on the eight ops of issue 33's table.
+# How: ../shared/hooks/gpu/README.md (pack.sh here; call 1 `bash .gpu/stash.sh`; call 2
+# `source .gpu/env.sh && bash benchmarks/gpu_check.sh`, timeout_s 600). Read $OUT/summary.txt
+# first.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/xform_gpu_check}
+mkdir -p "$OUT"
+summary="$OUT/summary.txt"
+: > "$summary"
+started=$SECONDS
+
+step() {  # step NAME LIMIT_S COMMAND...: run it, its output to $OUT/NAME.log, a line to the summary
+    local name=$1 limit=$2
+    shift 2
+    local begun=$SECONDS
+    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    echo "$name: rc=$rc in $((SECONDS - begun)) s; $(grep -E 'passed|failed|error' "$OUT/$name.log" | tail -1)" | tee -a "$summary"
+}
+
+{
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    python3 -c "import sys, numpy, torch, jax, warp; print('python', sys.version.split()[0], 'numpy', numpy.__version__, 'torch', torch.__version__, 'jax', jax.__version__, 'warp', warp.config.version, jax.devices())"
+    git log -1 --format='commit %h %s' 2>/dev/null || true
+} > "$OUT/device.txt" 2>&1
+cat "$OUT/device.txt" | tee -a "$summary"
+
+step test_cuda 240 python3 -m pytest tests/test_cuda.py -n 12 -q -p no:cacheprovider \
+    --junitxml="$OUT/test_cuda.xml"
+step native_self_test 60 env XFORM_JAX_CUDA=native python3 -c "
+import warnings
+warnings.simplefilter('error')
+from xform.backends import jax_native
+assert jax_native.cuda_library() is not None
+print('native CUDA self-test passed')"
+step jax_calls 150 python3 -m benchmarks.jax_calls --device cuda --out "$OUT"
+step hbm_16M 130 python3 -m benchmarks --device cuda --sizes 16777216 --no-compile \
+    --ops transform_points batch_transform_points pose_multiply quaternion_to_matrix \
+    matrix_to_quaternion se3_log so3_exp quaternion_multiply --out "$OUT/hbm_16M"
+echo "all steps in $((SECONDS - started)) s" | tee -a "$summary"

@@ -1,0 +1,137 @@
+"""Every kernel xform launches compiles for CUDA, with no GPU: Warp's NVRTC builds sm_90
+code here. Each op's forward, tangent and VJP, the tangent and VJP of each of its first
+derivatives made an op (the second-order products), and the kinematic ops of a real robot
+(example-robot-data's Panda), in float32 and float64. The CPU suite never sees the code
+that only the GPU compiles (`#if defined(__CUDA_ARCH__)`: the warp shuffles that sum a
+shared gradient), so without this a CUDA-only compile error would first show on a GPU.
+
+To PTX (ptxas, which turns it into machine code, doubles the time and catches no error
+of ours), into Warp's kernel cache, where a module whose source is unchanged is not
+compiled again: about 1.1 s of CPU per module on a cold cache, 996 modules (some 9
+minutes on 2 cores, once per machine and per change to code every kernel shares, such
+as `_indexing.py`), about a minute on a warm one (hashing each module's source). `python
+tests/test_cuda_compile.py` runs it all in one process, on every core, and prints the time.
+"""
+
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import warp as wp
+
+import xform
+from xform import _launch, _products
+from xform._launch import codegen, source
+from xform._op import Product
+
+SCALARS = (wp.float32, wp.float64)
+ARCH = 90
+
+
+def panda_ops() -> list:
+    """The kinematic ops of example-robot-data's Panda (a mimic finger), if installed."""
+    from test_kinematics import ROBOTS, ROBOTS_DIR
+
+    if ROBOTS_DIR is None:
+        return []
+    chain = xform.kinematics.Chain.from_urdf(ROBOTS_DIR / ROBOTS["panda"])
+    return [chain.forward_kinematics_op, chain.jacobian_op]
+
+
+def products(op) -> list[tuple]:
+    """(op, product) for every kernel of `op` that a first or second derivative runs."""
+    if not op.differentiable:
+        return [(op, Product.FORWARD)]
+    made = [(op, Product.FORWARD), (op, Product.TANGENT), (op, Product.VJP)]
+    try:
+        second = [_products.product_op(op, p) for p in (Product.TANGENT, Product.VJP)]
+    except _products.HigherDerivativeError:  # no closed forms: no second derivatives
+        second = []
+    return made + [(p, kind) for p in second for kind in (Product.TANGENT, Product.VJP)]
+
+
+def kernel_modules(ops) -> list[tuple]:
+    return [(op, kind, scalar) for o in ops for op, kind in products(o) for scalar in SCALARS]
+
+
+def compile_for_cuda(op, kind, scalar) -> str | None:
+    """Build the module of `kind` of `op` and compile it for sm_90; the error, or None."""
+    try:
+        codegen.kernels(op, kind, scalar)
+        wp.compile_aot_module(source.module_name(op, kind, scalar), arch=ARCH, use_ptx=True)
+    except Exception as exc:
+        return f"{op.name} {kind} {scalar.__name__}: {type(exc).__name__}: {exc}"
+    return None
+
+
+def compile_all(ops, threads: int | None = None) -> list[str]:
+    """Compile every kernel module of `ops` (NVRTC releases the GIL: `threads` at once);
+    the errors."""
+    modules = kernel_modules(ops)
+    with ThreadPoolExecutor(threads or _launch.threads.THREADS) as pool:
+        return [e for e in pool.map(lambda m: compile_for_cuda(*m), modules) if e is not None]
+
+
+PARTS = 4
+
+
+@pytest.mark.parametrize("part", range(PARTS))
+def test_every_kernel_compiles_for_sm90_through_nvrtc(part):
+    """A quarter of the ops (and the Panda) per test, each in a child process: pytest-xdist
+    spreads them, and the compiler's memory (and any crash of it) goes with the child."""
+    done = subprocess.run(
+        [sys.executable, __file__, str(part), str(PARTS)],
+        capture_output=True, text=True, timeout=3600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
+
+
+# Compiles for the CPU, not for the GPU: what the test of the check plants.
+GPU_ONLY_ERROR = """
+#if defined(__CUDA_ARCH__)
+    return no_such_device_function(x);
+#else
+    return x;
+#endif
+"""
+
+
+@wp.func_native(GPU_ONLY_ERROR)
+def broken_on_the_gpu(x: wp.float32) -> wp.float32: ...
+
+
+@wp.func
+def probe(x: wp.float32):
+    return broken_on_the_gpu(x)
+
+
+def test_a_kernel_that_does_not_compile_for_cuda_is_reported():
+    """The check can fail: an op whose CUDA branch calls a function that does not exist
+    runs on the CPU, and is reported here (NVRTC's log, on stderr, names the line)."""
+    op = xform.define_op("cuda_compile_probe", probe, {"x": ()}, {"y": ()}, differentiable=())
+    assert float(op(wp.array([2.0], dtype=wp.float32)).numpy()[0]) == 2.0
+    failure = compile_for_cuda(op, "forward", wp.float32)
+    assert failure is not None and failure.startswith("cuda_compile_probe forward float32")
+
+
+def main(argv) -> int:
+    """Compile part `argv[0]` of `argv[1]` (by default all) of the ops' kernels."""
+    part, parts = (int(argv[0]), int(argv[1])) if argv else (0, 1)
+    wp.config.quiet = True
+    start = time.perf_counter()
+    ops = []
+    for name in [*sorted(xform.OPS), "panda"][part::parts]:
+        ops += panda_ops() if name == "panda" else [xform.OPS[name]]
+    errors = compile_all(ops, threads=1 if parts > 1 else None)
+    modules = len(kernel_modules(ops))
+    print(f"{modules} modules for sm_{ARCH} in {time.perf_counter() - start:.1f} s")
+    print("\n".join(errors) or "all compiled")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.exit(main(sys.argv[1:]))

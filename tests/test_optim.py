@@ -1,0 +1,625 @@
+"""xform.optim: variables on every group and Euclidean, forward-mode Jacobians against
+closed forms, losses, fixed variables, GN and LM, the Schur complement, the framework
+(dense, PCG, batched, vmapped) path against the CPU's sparse one, implicit gradients
+against central differences of the re-solved problem, and the SPEC's bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xform import SE2, SE3, SO2, SO3, optim
+from xform.groups import GROUPS
+from xform.optim._sparse import (
+    Pattern,
+    available_solvers,
+    cost_pattern,
+    lower_slots,
+    make_solver,
+)
+
+torch = pytest.importorskip("torch")
+jax = pytest.importorskip("jax")
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp  # noqa: E402
+
+FRAMEWORKS = ["torch", "jax"]
+
+
+def to(framework, x):
+    if hasattr(x, "to_torch"):
+        return x.to_torch() if framework == "torch" else x.to_jax()
+    return torch.from_numpy(np.array(x)) if framework == "torch" else jnp.asarray(x)
+
+
+def numpy(x):
+    return np.asarray(x.detach() if hasattr(x, "detach") else x)
+
+
+def log_error(t, z):
+    """log(Z^-1 T): a prior of T at Z."""
+    return (z.inverse() @ t).log()
+
+
+def between(ti, tj, zinv):
+    return (zinv @ (ti.inverse() @ tj)).log()
+
+
+def random_graph(rng, group, n=8, extra=6, noise=0.05):
+    """A chain with loop closures whose measurements are noisy relative poses."""
+    i = np.concatenate([np.arange(n - 1), rng.integers(0, n, extra)])
+    j = np.concatenate([np.arange(1, n), rng.integers(0, n, extra)])
+    j = np.where(i == j, (j + 1) % n, j)
+    truth = group.sample_uniform((n,), seed=rng)
+    z = (
+        truth[i].inverse()
+        @ truth[j]
+        @ group.exp(noise * rng.normal(size=(len(i), group.tangent_dim)))
+    )
+    start = truth @ group.exp(0.1 * rng.normal(size=(n, group.tangent_dim)))
+    return i, j, truth, z, start
+
+
+# --- variables on every group ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("group", GROUPS, ids=lambda g: g.__name__)
+def test_every_group_reaches_its_targets(rng, framework, group):
+    """Any registered group (Sim3 too, once it lands) is a variable type with no change:
+    a prior on each variable reaches it exactly."""
+    target = group.sample_uniform((5,), seed=rng)
+    start = group.sample_uniform((5,), seed=rng)
+    problem = optim.Problem()
+    x = problem.variables(to(framework, start))
+    problem.add(log_error, x[:], data=to(framework, target))
+    result = optim.solve(problem)
+    assert result.converged, result.reason
+    assert result.cost < 1e-20
+    error = (target.inverse() @ result.values(x).to_numpy()).log()
+    np.testing.assert_allclose(error, 0.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("group", [SE3, SE2], ids=lambda g: g.__name__)
+def test_forward_mode_jacobians_match_closed_forms(rng, framework, group):
+    """The pose-graph edge's closed-form Jacobians (interop_examples) against xform.optim's
+    forward mode: the same optimum, iterate by iterate."""
+    i, j, _, z, start = random_graph(rng, group)
+
+    def closed_form(ti, tj, zinv):
+        relative = ti.inverse() @ tj
+        error = zinv @ relative
+        jj = error.jlog()
+        return error.log(), [-(jj @ relative.inverse().adjoint()), jj]
+
+    costs = []
+    for jacobian_fn in (None, closed_form):
+        problem = optim.Problem()
+        x = problem.variables(to(framework, start))
+        problem.fix(x[0])
+        problem.add(between, x[i], x[j], data=to(framework, z.inverse()), jacobian_fn=jacobian_fn)
+        result = optim.solve(problem)
+        costs.append(result.history)
+    np.testing.assert_allclose(costs[0], costs[1], rtol=1e-10)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_euclidean_and_group_variables_together(rng, framework):
+    """Points seen from poses: the points' Euclidean variables and the poses' SE3 ones, with
+    the first pose fixed; noiseless data are fitted exactly and the fixed pose stays."""
+    poses = SE3.sample_uniform((3,), seed=rng)
+    points = rng.normal(size=(10, 3))
+    cam = np.repeat(np.arange(3), 10)
+    pt = np.tile(np.arange(10), 3)
+    seen = poses[cam].inverse() @ points[pt]
+
+    def observe(pose, point, measured):
+        return pose.inverse() @ point - measured
+
+    problem = optim.Problem()
+    x = problem.variables(to(framework, poses @ SE3.exp(0.05 * rng.normal(size=(3, 6)))))
+    p = problem.variables(to(framework, points + 0.1 * rng.normal(size=points.shape)))
+    problem.fix(x[0])
+    problem.add(observe, x[cam], p[pt], data=to(framework, seen))
+    start = numpy(to(framework, poses @ SE3.exp(0.05 * rng.normal(size=(3, 6)))).position)
+    result = optim.solve(problem)
+    assert result.converged and result.cost < 1e-18
+    held = result.values(x)
+    np.testing.assert_array_equal(numpy(held.position[0]), numpy(x.initial.position[0]))
+    np.testing.assert_array_equal(numpy(held.quaternion[0]), numpy(x.initial.quaternion[0]))
+    del start
+
+
+# --- losses, methods, solvers --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("loss", [optim.Huber(0.5), optim.Cauchy(0.3)], ids=["huber", "cauchy"])
+def test_robust_loss_minimises_the_robust_cost(rng, framework, loss):
+    """At the solution the gradient of 1/2 sum rho(|r|^2) (by autodiff) vanishes, and an
+    outlier moves the estimate less than without the loss."""
+    values = rng.normal(size=(20, 2)) * 0.1
+    values[0] = [50.0, -40.0]  # an outlier
+
+    def offset(x, y):
+        return x - y
+
+    estimates = {}
+    for name, chosen in (("robust", loss), ("plain", None)):
+        problem = optim.Problem()
+        x = problem.variables(to(framework, np.zeros((1, 2))))
+        problem.add(offset, x[np.zeros(20, np.int64)], data=to(framework, values), loss=chosen)
+        result = optim.solve(problem, relative_decrease=1e-15, max_iterations=500)
+        assert result.converged, result.reason
+        estimates[name] = numpy(result.values(x))[0]
+    xs = estimates["robust"]
+    s = ((xs - values) ** 2).sum(-1)
+    rho1 = np.asarray(loss.evaluate(s, np)[1])
+    terms = rho1[:, None] * (xs - values)
+    # zero to the rounding of the cost's comparisons (IRLS converges linearly; a step whose
+    # decrease is below the cost's rounding cannot be told from a rise)
+    np.testing.assert_allclose(terms.sum(0), 0.0, atol=1e-6 * np.abs(terms).sum())
+    assert np.linalg.norm(estimates["robust"]) < 0.1 * np.linalg.norm(estimates["plain"])
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_gauss_newton_and_lm_agree(rng, framework):
+    i, j, _, z, start = random_graph(rng, SE3, noise=0.01)
+    results = []
+    for method in ("gn", "lm"):
+        problem = optim.Problem()
+        x = problem.variables(to(framework, start))
+        problem.fix(x[0])
+        problem.add(between, x[i], x[j], data=to(framework, z.inverse()))
+        result = optim.solve(problem, method=method)
+        assert result.converged, result.reason
+        results.append(result)
+    np.testing.assert_allclose(results[0].cost, results[1].cost, rtol=1e-9)
+
+
+def small_bundle(rng, cameras=4, points=30, noise=0.5):
+    """A synthetic BAL-like problem: SE3 poses, intrinsics [f, k1, k2], points."""
+    truth_poses = SE3.exp(
+        np.concatenate([rng.normal(size=(cameras, 3)), 0.1 * rng.normal(size=(cameras, 3))], 1)
+    )
+    truth_poses = SE3(truth_poses.position + np.array([0, 0, -8.0]), truth_poses.quaternion)
+    intrinsics = np.tile([500.0, 0.01, 0.001], (cameras, 1))
+    world = rng.normal(size=(points, 3))
+    cam = np.repeat(np.arange(cameras), points)
+    pt = np.tile(np.arange(points), cameras)
+    sys_path_example()
+    from bundle_adjustment import reprojection
+
+    observed = reprojection(truth_poses[cam], intrinsics[cam], world[pt], 0.0) + noise * rng.normal(
+        size=(len(cam), 2)
+    )
+    return cam, pt, observed, truth_poses, intrinsics, world
+
+
+def sys_path_example():
+    import sys
+    from pathlib import Path
+
+    path = str(Path(__file__).resolve().parents[1] / "interop_examples")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
+def bundle_problem(framework, cam, pt, observed, poses, intrinsics, world, fix=False):
+    from bundle_adjustment import reprojection
+
+    problem = optim.Problem()
+    c = problem.variables(to(framework, poses), name="poses")
+    k = problem.variables(to(framework, intrinsics), name="intrinsics")
+    p = problem.variables(to(framework, world), name="points")
+    if fix:  # the gauge: two cameras fully
+        problem.fix(c[:2])
+        problem.fix(k[:2])
+    problem.add(reprojection, c[cam], k[cam], p[pt], data=to(framework, observed))
+    return problem, (c, k, p)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_schur_complement_matches_the_full_system(rng, framework):
+    cam, pt, observed, poses, intrinsics, world = small_bundle(rng)
+    start = (
+        poses @ SE3.exp(0.01 * rng.normal(size=(4, 6))),
+        intrinsics,
+        world + 0.05 * rng.normal(size=world.shape),
+    )
+    histories = []
+    for eliminate in (False, True):
+        problem, (c, k, p) = bundle_problem(framework, cam, pt, observed, *start)
+        # a sparse solver named: below 600 unknowns the default skips the complement (one
+        # dense Cholesky is cheaper), which this test is about
+        result = optim.solve(
+            problem, eliminate=p if eliminate else None, max_iterations=15, solver="superlu"
+        )
+        histories.append(result.history)
+    np.testing.assert_allclose(histories[0], histories[1], rtol=1e-7)
+
+
+def test_schur_refuses_a_set_whose_variables_are_joined(rng):
+    i, j, _, z, start = random_graph(rng, SE3)
+    problem = optim.Problem()
+    x = problem.variables(start.to_torch())
+    problem.add(between, x[i], x[j], data=z.inverse().to_torch())
+    with pytest.raises(ValueError, match="cannot eliminate variables0: a cost joins two"):
+        optim.solve(problem, eliminate=x)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("solver", ["cholesky", "pcg"])
+def test_framework_solve_matches_cpu_sparse_solve(rng, framework, solver):
+    i, j, _, z, start = random_graph(rng, SE3, noise=0.02)
+    costs = {}
+    for name in (None, solver):
+        problem = optim.Problem()
+        x = problem.variables(to(framework, start))
+        problem.fix(x[0])
+        problem.add(between, x[i], x[j], data=to(framework, z.inverse()))
+        result = optim.solve(problem, solver=name)
+        assert bool(result.converged), result.reason
+        costs[name] = float(result.cost)
+    np.testing.assert_allclose(costs[solver], costs[None], rtol=1e-8)
+
+
+def test_torch_batch_axis_matches_separate_solves(rng):
+    batch = 3
+    graphs = [random_graph(np.random.default_rng(rng.integers(1 << 30)), SE2) for _ in range(batch)]
+    i, j = graphs[0][0], graphs[0][1]
+    graphs = [random_graph(np.random.default_rng(7 + b), SE2) for b in range(batch)]
+    i, j = graphs[0][0], graphs[0][1]  # one structure: the same edges
+    starts = SE2(
+        np.stack([g[4].position for g in graphs]), np.stack([g[4].unit_complex for g in graphs])
+    )
+    zs = SE2(
+        np.stack([g[3].position for g in graphs]), np.stack([g[3].unit_complex for g in graphs])
+    )
+    problem = optim.Problem(batch=batch)
+    x = problem.variables(starts.to_torch())
+    problem.fix(x[0])
+    problem.add(between, x[i], x[j], data=zs.inverse().to_torch())
+    batched = optim.solve(problem)
+    assert batched.converged.all()
+    for b in range(batch):
+        single = optim.Problem()
+        y = single.variables(starts[b].to_torch())
+        single.fix(y[0])
+        single.add(between, y[i], y[j], data=zs[b].inverse().to_torch())
+        alone = optim.solve(single)
+        np.testing.assert_allclose(float(batched.cost[b]), alone.cost, rtol=1e-8)
+
+
+def test_jax_vmap_matches_separate_solves(rng):
+    batch = 3
+    graphs = [random_graph(np.random.default_rng(11 + b), SE3) for b in range(batch)]
+    i, j = graphs[0][0], graphs[0][1]
+    starts = SE3(
+        np.stack([g[4].position for g in graphs]), np.stack([g[4].quaternion for g in graphs])
+    )
+    zs = SE3(np.stack([g[3].position for g in graphs]), np.stack([g[3].quaternion for g in graphs]))
+
+    def solve(start, zinv):
+        problem = optim.Problem()
+        x = problem.variables(start)
+        problem.fix(x[0])
+        problem.add(between, x[i], x[j], data=zinv)
+        result = optim.solve(problem)
+        return result.cost, result.converged
+
+    costs, converged = jax.jit(jax.vmap(solve))(starts.to_jax(), zs.inverse().to_jax())
+    assert bool(converged.all())
+    for b in range(batch):
+        cost, _ = solve(starts[b].to_jax(), zs[b].inverse().to_jax())
+        np.testing.assert_allclose(float(costs[b]), float(cost), rtol=1e-7)
+
+
+def test_sparse_pattern_and_solvers(rng):
+    n, k, d = 12, 30, 4
+    variables = rng.integers(-1, n, (k, 2))  # two variables per instance; -1: fixed
+    columns = np.where(
+        variables[:, :, None] >= 0, variables[:, :, None] * d + np.arange(d), -1
+    ).reshape(k, -1)
+    jac = rng.normal(size=(k, 3, columns.shape[1]))
+    blocks = np.swapaxes(jac, 1, 2) @ jac
+    rows = np.broadcast_to(columns[:, :, None], blocks.shape)
+    cols = np.broadcast_to(columns[:, None, :], blocks.shape)
+    pattern = Pattern(n * d, rows, cols)
+    values = pattern.assemble(lower_slots(pattern, columns), blocks)
+    dense = np.zeros((n * d, n * d))
+    for e in range(k):
+        for a, ra in enumerate(columns[e]):
+            for b, cb in enumerate(columns[e]):
+                if ra >= 0 and cb >= 0:
+                    dense[ra, cb] += blocks[e, a, b]
+    np.testing.assert_allclose(pattern.dense(values), dense, atol=1e-10)
+    # worked out per block (the solver's way): the same matrix, a variable read twice by
+    # one instance included
+    variables[:3, 1] = variables[:3, 0]
+    starts = np.where(variables >= 0, variables * d, -1)
+    columns = np.where(starts[:, :, None] >= 0, starts[:, :, None] + np.arange(d), -1).reshape(
+        k, -1
+    )
+    blocks = np.swapaxes(jac, 1, 2) @ jac
+    by_blocks, (slots,) = cost_pattern(n * d, [(starts, [d, d])])
+    dense = np.zeros((n * d, n * d))
+    for e in range(k):
+        for a, ra in enumerate(columns[e]):
+            for b, cb in enumerate(columns[e]):
+                if ra >= 0 and cb >= 0:
+                    dense[ra, cb] += blocks[e, a, b]
+    np.testing.assert_allclose(
+        by_blocks.dense(by_blocks.assemble(slots, blocks)), dense, atol=1e-10
+    )
+    values[pattern.diagonal] += 1.0
+    rhs = rng.normal(size=n * d)
+    for name in available_solvers():
+        x = make_solver(pattern, name)(values, rhs)
+        np.testing.assert_allclose(pattern.full_matrix(values) @ x, rhs, atol=1e-8, err_msg=name)
+
+
+# --- implicit gradients --------------------------------------------------------------------
+
+
+def central_difference(f, x, direction, eps):
+    return (f(x + eps * direction) - f(x - eps * direction)) / (2 * eps)
+
+
+def check_implicit(framework, build, data, rng, eps=1e-4):
+    """d loss(solve(data)) / d data along a random direction against central differences
+    of the re-solved problem, 1e-5 relative."""
+
+    def loss_numpy(value):
+        return float(numpy(build(to(framework, value))))
+
+    direction = rng.normal(size=data.shape)
+    expected = central_difference(loss_numpy, data, direction, eps)
+    if framework == "torch":
+        tensor = torch.from_numpy(data.copy()).requires_grad_(True)
+        build(tensor).backward()
+        gradient = tensor.grad.numpy()
+    else:
+        gradient = np.asarray(jax.grad(build)(jnp.asarray(data)))
+    actual = float((gradient * direction).sum())
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-9 * abs(expected))
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_implicit_gradient_of_a_pose_graph(rng, framework):
+    i, j, truth, z, _ = random_graph(rng, SE3, noise=0.1)
+
+    def edge(ti, tj, position, quaternion):
+        return (SE3(position, quaternion).inverse() @ (ti.inverse() @ tj)).log()
+
+    def build(positions):
+        problem = optim.Problem()
+        x = problem.variables(to(framework, truth))
+        problem.fix(x[0])
+        problem.add(edge, x[i], x[j], data=(positions, to(framework, z.quaternion)))
+        solution = optim.solve(problem, relative_decrease=1e-15, step_norm=1e-13).values(x)
+        return (solution.position**2).sum() + solution.quaternion[:, 1].sum()
+
+    check_implicit(framework, build, z.position.copy(), rng)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_implicit_gradient_of_a_bundle_adjustment(rng, framework):
+    cam, pt, observed, poses, intrinsics, world = small_bundle(rng, cameras=3, points=12, noise=0.3)
+
+    def build(observations):
+        problem, (c, k, p) = bundle_problem(
+            framework, cam, pt, numpy(observed), poses, intrinsics, world, fix=True
+        )
+        problem.costs[0].data = (observations,)
+        result = optim.solve(problem, eliminate=p, relative_decrease=1e-15, step_norm=1e-12)
+        return (result.values(p) ** 2).sum() + result.values(k)[2:, 0].sum() * 1e-3
+
+    check_implicit(framework, build, observed.copy(), rng, eps=1e-3)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_implicit_gradient_of_inverse_kinematics(rng, framework):
+    sys_path_example()
+    import inverse_kinematics as ik
+
+    path = ik.panda_urdf()
+    if path is None:
+        pytest.skip("example-robot-data is not installed")
+    panda = ik.Panda(path)
+    solution, target = panda.targets(1, int(rng.integers(1 << 20)))
+    residual, _ = ik.residual_of(panda.chain)
+    start = solution + 0.05
+
+    def build(target_position):
+        problem = optim.Problem()
+        q = problem.variables(to(framework, start))
+        goal = SE3(target_position, to(framework, target.quaternion))
+        problem.add(residual, q[:], data=(to(framework, np.full((1, 1), ik.FINGER)), goal))
+        # a soft pull towards the start makes the redundant arm's solution unique
+        problem.add(lambda a, b: 0.1 * (a - b), q[:], data=to(framework, start), name="rest")
+        return (optim.solve(problem, relative_decrease=1e-15, step_norm=1e-13).values(q) ** 2).sum()
+
+    check_implicit(framework, build, target.position.copy(), rng, eps=1e-5)
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+def simple_problem(framework="torch"):
+    problem = optim.Problem()
+    x = problem.variables(to(framework, SE3.identity((3,))), name="poses")
+    return problem, x
+
+
+def test_wrong_residual_shape_names_the_cost():
+    problem, x = simple_problem()
+    problem.add(lambda t: t.log()[..., None], x[:], name="prior")
+    with pytest.raises(ValueError, match="cost 'prior' returned residuals of shape"):
+        optim.solve(problem)
+
+
+def test_variable_of_another_problem():
+    problem, x = simple_problem()
+    other, y = simple_problem()
+    with pytest.raises(ValueError, match="poses belongs to another problem"):
+        problem.add(lambda t: t.log(), y[:])
+    with pytest.raises(ValueError, match="belongs to another problem"):
+        problem.fix(y[0])
+    problem.add(lambda t: t.log(), x[:])
+    with pytest.raises(ValueError, match="belongs to another problem"):
+        optim.solve(problem).values(y)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_non_finite_initial_value_names_the_variable(framework):
+    values = np.zeros((4, 2))
+    values[2, 1] = np.nan
+    problem = optim.Problem()
+    with pytest.raises(
+        ValueError, match=r"points has a non-finite value \(nan\) at index \(2, 1\)"
+    ):
+        problem.variables(to(framework, values), name="points")
+
+
+def test_non_finite_residual_names_the_cost_and_instance():
+    problem, x = simple_problem()
+
+    def bad(t):
+        r = t.log()
+        return r / (r * 0.0)  # 0 / 0
+
+    problem.add(bad, x[[0, 2]], name="broken")
+    with pytest.raises(
+        ValueError, match=r"cost 'broken' has a non-finite residual .*instance 0, of poses\[0\]"
+    ):
+        optim.solve(problem)
+
+
+@pytest.mark.parametrize("framework", ["numpy", *FRAMEWORKS])
+def test_indefinite_information_is_refused(framework):
+    information = np.stack([np.eye(3), np.diag([1.0, -2.0, 1.0])])
+    with pytest.raises(ValueError, match=r"information\[1\] is not positive definite"):
+        optim.sqrt_information(information if framework == "numpy" else to(framework, information))
+    asymmetric = np.eye(3)
+    asymmetric[0, 1] = 0.5
+    with pytest.raises(ValueError, match=r"information\[0\] is not symmetric"):
+        optim.sqrt_information(asymmetric[None])
+
+
+def test_not_converged_is_not_reported_converged(rng):
+    i, j, _, z, start = random_graph(rng, SE3, noise=0.3)
+    problem = optim.Problem()
+    x = problem.variables(start.to_torch())
+    problem.fix(x[0])
+    problem.add(between, x[i], x[j], data=z.inverse().to_torch())
+    result = optim.solve(problem, max_iterations=1)
+    assert not result.converged and "iteration limit" in result.reason
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda p, x: optim.solve(p, method="newton"), ValueError, "method must be one of"),
+        (lambda p, x: optim.solve(p, solver="magic"), ValueError, "solver must be one of"),
+        (lambda p, x: optim.solve(p, damping=-1.0), ValueError, "damping must be >= 0"),
+        (lambda p, x: optim.solve(p, eliminate=3), TypeError, "eliminate must be a variable set"),
+        (lambda p, x: x[7], IndexError, "index 7 out of range for 3 variables"),
+        (lambda p, x: x[1.5], TypeError, "takes an int, a slice or an integer array"),
+        (lambda p, x: p.add(lambda t: t.log(), x[:], loss="huber"), TypeError, "loss must be"),
+        (lambda p, x: p.add(lambda t: t.log()), ValueError, "reads no variables"),
+        (lambda p, x: p.fix(3), TypeError, "expected variables selected"),
+        (lambda p, x: p.add(lambda a, b: a.log(), x[[0, 1]], x[[0, 1, 2]]), ValueError, "differ"),
+        (lambda p, x: p.variables(jnp.zeros((2, 3))), TypeError, "one framework per problem"),
+        (lambda p, x: p.variables(torch.zeros(3)), ValueError, r"expected \(n, d\)"),
+        (lambda p, x: p.variables([1.0, 2.0]), TypeError, "expected an xform group batch"),
+        (lambda p, x: optim.solve(optim.Problem()), ValueError, "no variables"),
+    ],
+)
+def test_bad_arguments_are_clear_errors(call, error, message):
+    problem, x = simple_problem()
+    with pytest.raises(error, match=message):
+        call(problem, x)
+
+
+def test_numpy_without_jacobian_fn_is_refused():
+    problem = optim.Problem()
+    x = problem.variables(np.zeros((2, 2)))
+    problem.add(lambda a: a - 1.0, x[:])
+    with pytest.raises(TypeError, match="give each cost a jacobian_fn"):
+        optim.solve(problem)
+    numpy_problem = optim.Problem()
+    y = numpy_problem.variables(np.zeros((2, 2)))
+    numpy_problem.add(
+        lambda a: a - 1.0,
+        y[:],
+        jacobian_fn=lambda a: (a - 1.0, [np.broadcast_to(np.eye(2), (2, 2, 2))]),
+    )
+    np.testing.assert_allclose(optim.solve(numpy_problem).values(y), 1.0)
+
+
+def test_jacobian_fn_of_the_wrong_shape_names_the_cost():
+    problem, x = simple_problem()
+    problem.add(lambda t: t.log(), x[:], jacobian_fn=lambda t: (t.log(), [t.log()]), name="prior")
+    with pytest.raises(ValueError, match="prior's jacobian_fn gave the Jacobian of argument 0"):
+        optim.solve(problem)
+
+
+def test_group_variable_with_bounds_is_refused():
+    problem = optim.Problem()
+    with pytest.raises(TypeError, match="bounds"):
+        problem.variables(SO3.identity((2,)).to_torch(), lower=0.0)
+
+
+def test_so2_prior_in_numpy_with_jacobian_fn():
+    """The CPU path needs no framework when the Jacobians are given."""
+    target = SO2.from_angle(np.array([0.3, -2.0]))
+    problem = optim.Problem()
+    x = problem.variables(SO2.identity((2,)))
+
+    def prior(t, z):
+        return (z.inverse() @ t).log()
+
+    problem.add(
+        prior, x[:], data=target, jacobian_fn=lambda t, z: (prior(t, z), [np.ones((2, 1, 1))])
+    )
+    result = optim.solve(problem)
+    np.testing.assert_allclose(result.values(x).as_angle(), [0.3, -2.0], atol=1e-12)
+
+
+# --- the workloads' acceptance on small data --------------------------------------------------
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize("name", ["dubrovnik-3-7-pre.txt", "5pointExample1.txt"])
+def test_bundle_adjustment_of_gtsam_wheel_files_reaches_gtsam(framework, name):
+    """The small BAL files the gtsam wheel ships: xform's converged cost at most GTSAM's
+    (LM, CeresDefaults, to a relative decrease of 1e-14), both scored as 1/2 sum |r|^2."""
+    gtsam = pytest.importorskip("gtsam")
+    sys_path_example()
+    import bundle_adjustment
+
+    path = gtsam.findExampleDataFile(name)
+    reference = bundle_adjustment.gtsam_optimum(path)
+    _, solved, result, _ = bundle_adjustment.run(path, framework, report=None)
+    assert result.converged, result.reason
+    assert result.cost <= reference * (1 + 1e-6) + 1e-9
+    np.testing.assert_allclose(
+        bundle_adjustment.cost_of(bundle_adjustment.read_bal(path), solved.cameras, solved.points),
+        result.cost,
+        rtol=1e-9,
+        atol=1e-12,
+    )
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_inverse_kinematics_reaches_every_target(framework):
+    sys_path_example()
+    import inverse_kinematics
+
+    if inverse_kinematics.panda_urdf() is None:
+        pytest.skip("example-robot-data is not installed")
+    reached, position, rotation, _ = inverse_kinematics.run(framework, 40, seed=5, report=None)
+    assert reached.all()
+    assert position.max() <= 1e-6 and rotation.max() <= 1e-6

@@ -1,0 +1,56 @@
+"""What `optim.solve` returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._problem import Variables
+
+
+@dataclass
+class Timings:
+    """Seconds spent, summed over the run, per part of an iteration."""
+
+    residuals: float = 0.0  # residuals and Jacobians (xform's ops, in the framework)
+    assembly: float = 0.0  # the normal equations: J^T J, J^T r, and their scatter
+    solve: float = 0.0  # the linear solve (Schur complement included)
+    other: float = 0.0  # setup, retraction, damping and bookkeeping
+
+    def per(self, count: int) -> dict[str, float]:
+        return {k: v / max(count, 1) for k, v in vars(self).items()}
+
+
+@dataclass
+class Result:
+    """The solution of a problem.
+
+    `values(variables)`: the optimised values of a variable set, in the framework of its
+    initial values (a group batch or an array). `cost`: `1/2 sum rho(|r|^2)` at them
+    (with `Problem(batch=B)` in PyTorch, an array `(B,)`). `iterations`: accepted steps;
+    `solves`: linear solves (a rejected Levenberg-Marquardt step costs one);
+    `converged` and `reason`: why it stopped (`converged` is False at the iteration limit).
+    `history`: the cost after each iteration. `timings`: seconds per part (`Timings`).
+    """
+
+    problem_id: int
+    solution: list[Any]
+    cost: Any
+    iterations: Any
+    converged: Any
+    reason: str
+    history: list = field(default_factory=list)
+    timings: Timings = field(default_factory=Timings)
+    solves: int = 0
+
+    def values(self, variables: Variables):
+        if not isinstance(variables, Variables):
+            raise TypeError(
+                "xform.optim.Result.values: expected a variable set of the problem (what "
+                f"problem.variables returned), got {type(variables).__name__}"
+            )
+        if variables.problem_id != self.problem_id:
+            raise ValueError(
+                f"xform.optim.Result.values: {variables.name} belongs to another problem"
+            )
+        return self.solution[variables.index]

@@ -1,0 +1,50 @@
+"""Information matrices as whitening factors: `r -> U r` with `U^T U = Omega`, so that
+`|U r|^2 = r^T Omega r`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._problem import framework_of, is_concrete, numpy_of
+
+
+def sqrt_information(information, *, name: str = "information"):
+    """The upper Cholesky factor `U (..., d, d)` of symmetric positive definite information
+    matrices `(..., d, d)` (`U^T U = Omega`), in their framework. A matrix that is not
+    symmetric (to 1e-9 of its largest entry) or not positive definite raises ValueError
+    naming its index and smallest eigenvalue."""
+    kind = framework_of(information)
+    if kind is None:
+        raise TypeError(
+            f"xform.optim.sqrt_information: {name} is a {type(information).__name__}; expected "
+            "a NumPy, PyTorch or JAX array"
+        )
+    shape = tuple(information.shape)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise ValueError(
+            f"xform.optim.sqrt_information: {name} has shape {shape}; expected (..., d, d)"
+        )
+    if is_concrete(information):
+        values = numpy_of(information).reshape(-1, shape[-1], shape[-1])
+        scale = np.abs(values).max(axis=(1, 2))
+        asymmetric = np.abs(values - np.swapaxes(values, 1, 2)).max(axis=(1, 2)) > 1e-9 * scale
+        if asymmetric.any():
+            k = int(np.flatnonzero(asymmetric)[0])
+            raise ValueError(f"xform.optim.sqrt_information: {name}[{k}] is not symmetric")
+        smallest = np.linalg.eigvalsh(values)[:, 0] if len(values) else np.zeros(0)
+        bad = ~(smallest > 0)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise ValueError(
+                f"xform.optim.sqrt_information: {name}[{k}] is not positive definite "
+                f"(smallest eigenvalue {smallest[k]:.3g})"
+            )
+    if kind == "torch":
+        import torch
+
+        return torch.linalg.cholesky(information).mT
+    if kind == "jax":
+        import jax.numpy as jnp
+
+        return jnp.swapaxes(jnp.linalg.cholesky(information), -1, -2)
+    return np.swapaxes(np.linalg.cholesky(information), -1, -2)
