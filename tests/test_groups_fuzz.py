@@ -30,7 +30,7 @@ import jax.numpy as jnp  # noqa: E402
 
 mpmath = pytest.importorskip("mpmath")
 
-GROUPS = (xform.SO2, xform.SE2, xform.SO3, xform.SE3)
+GROUPS = (xform.SO2, xform.SE2, xform.SO3, xform.SE3, xform.Sim3)
 FRAMEWORKS = ("numpy", "torch", "jax")
 ARRAY = {  # float64 arrays of each framework from NumPy values (0-d too)
     "numpy": lambda x: np.array(x, dtype=np.float64),
@@ -70,11 +70,13 @@ def skew(v):
 
 def hat_basis(cls) -> np.ndarray:
     """The Lie algebra's basis matrices G_k, in the tangent's coordinate order (SPEC:
-    SO2 θ; SE2 [vx, vy, θ]; SO3 ω; SE3 [ρ, ω]): exp(δ) = expm(Σ δ_k G_k)."""
+    SO2 θ; SE2 [vx, vy, θ]; SO3 ω; SE3 [ρ, ω]; Sim3 [ρ, ω, σ]): exp(δ) = expm(Σ δ_k G_k)."""
     if cls is xform.SO2:
         return np.array([[[0.0, -1.0], [1.0, 0.0]]])
     if cls is xform.SO3:
         return np.array([skew(e) for e in np.eye(3)])
+    if cls is xform.Sim3:  # SE3's, and the scale's diag(1, 1, 1, 0)
+        return np.concatenate([hat_basis(xform.SE3), np.diag([1.0, 1.0, 1.0, 0.0])[None]])
     n = cls.matrix_dim
     rotations = hat_basis(xform.SO2 if cls is xform.SE2 else xform.SO3)
     basis = np.zeros((n - 1 + len(rotations), n, n))
@@ -106,15 +108,22 @@ def matrices(element) -> np.ndarray:
     batch = element.shape
     out = np.zeros((*batch, element.matrix_dim, element.matrix_dim))
     for index in np.ndindex(*batch):
-        rotation = rotation_matrix(fields[-1][index])
+        rotation = rotation_matrix(rotation_field(fields)[index])
         if len(fields) == 1:
             out[index] = rotation
         else:
             n = element.matrix_dim
-            out[index][: n - 1, : n - 1] = rotation
+            scale = fields[2][index] if len(fields) == 3 else 1.0  # Sim3's (t, q, s)
+            out[index][: n - 1, : n - 1] = scale * rotation
             out[index][: n - 1, n - 1] = fields[0][index]
             out[index][n - 1, n - 1] = 1.0
     return out
+
+
+def rotation_field(fields: list) -> np.ndarray:
+    """The unit complex or quaternion among an element's fields: its only one, or the
+    second ((position, rotation), Sim3's (position, quaternion, scale))."""
+    return fields[0] if len(fields) == 1 else fields[1]
 
 
 def homogeneous(cls, point: np.ndarray) -> np.ndarray:
@@ -124,7 +133,8 @@ def homogeneous(cls, point: np.ndarray) -> np.ndarray:
 def tangents(cls, rng, batch, largest_angle=2.5) -> np.ndarray:
     """Random tangents whose angles are at most `largest_angle`."""
     tangent = rng.normal(size=(*batch, cls.tangent_dim))
-    rotation = tangent[..., -1:] if cls in (xform.SO2, xform.SE2) else tangent[..., -3:]
+    rotation = {xform.SO2: slice(-1, None), xform.SE2: slice(-1, None), xform.Sim3: slice(3, 6)}
+    rotation = tangent[..., rotation.get(cls, slice(-3, None))]
     norm = np.linalg.norm(rotation, axis=-1, keepdims=True)
     angle = rng.uniform(0, largest_angle, size=(*batch, 1))
     rotation *= angle / np.maximum(norm, 1e-300)
@@ -415,7 +425,7 @@ def test_tree_structures_match_or_raise_naming_the_place(framework, data):
 
 
 def in_other(x, framework):
-    if isinstance(x, xform.SO2 | xform.SE2 | xform.SO3 | xform.SE3):
+    if isinstance(x, xform.groups.LieGroup):
         return in_framework(x, framework)
     return ARRAY[framework](numpy_of(x).copy())
 
@@ -541,8 +551,8 @@ def test_constructor_arguments_fuzz(data):
     of randomness: a fault is an error naming a faulty argument; otherwise the result is
     of the source's (else like's, else NumPy's) framework, of the dtype given (else
     like's, else the framework's default float), of the batch shape; the identity is
-    exact, draws are unit rotations with translations in [-1, 1], and a seeded source
-    (seed, generator, key) draws alike twice."""
+    exact, draws are unit rotations with translations in [-1, 1] (and Sim3's scales e^σ,
+    σ in [-1, 1]), and a seeded source (seed, generator, key) draws alike twice."""
     cls = data.draw(st.sampled_from(GROUPS), label="group")
     method = data.draw(st.sampled_from(["identity", "sample_uniform"]), label="method")
     batch = BATCHES[data.draw(st.sampled_from(sorted(BATCHES)), label="batch_shape")]
@@ -595,14 +605,19 @@ def test_constructor_arguments_fuzz(data):
         assert kind_of(array) == framework and float_name(array.dtype) == expected_dtype
     fields = [numpy_of(a).astype(np.float64) for a in result._arrays]
     tolerance = 1e-6 if expected_dtype == "float32" else 1e-14
-    np.testing.assert_allclose(np.linalg.norm(fields[-1], axis=-1), 1.0, atol=tolerance)
+    rotation = rotation_field(fields)
+    np.testing.assert_allclose(np.linalg.norm(rotation, axis=-1), 1.0, atol=tolerance)
     if method == "identity":
-        np.testing.assert_array_equal(fields[-1], np.eye(fields[-1].shape[-1])[0] + 0 * fields[-1])
-        if len(fields) == 2:
+        np.testing.assert_array_equal(rotation, np.eye(rotation.shape[-1])[0] + 0 * rotation)
+        if len(fields) > 1:
             np.testing.assert_array_equal(fields[0], 0.0)
+        if len(fields) == 3:
+            np.testing.assert_array_equal(fields[2], 1.0)
         return
-    if len(fields) == 2:
+    if len(fields) > 1:
         assert np.all(np.abs(fields[0]) <= 1.0)
+    if len(fields) == 3:  # e^sigma, sigma in [-1, 1]
+        assert np.all((fields[2] >= np.exp(-1.0) - tolerance) & (fields[2] <= np.e + tolerance))
     reproducible = any(v is not None for v in fresh.values())
     if reproducible:
         again = call({name: make() for name, make in sources.items()})
@@ -767,7 +782,7 @@ def test_indexing_fuzz(framework, data):
     result = pose[index]
     assert result.shape == chosen.shape
     for field, indexed in zip(pose._arrays, result._arrays):
-        flat = numpy_of(field).reshape(-1, field.shape[-1])
+        flat = numpy_of(field).reshape(-1, *field.shape[len(batch) :])  # Sim3's scale: ()
         np.testing.assert_array_equal(numpy_of(indexed), flat[chosen])
 
 
