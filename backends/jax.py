@@ -40,13 +40,13 @@ import warp as wp
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from xform import _launch, _products
+from xform import _frameworks, _launch, _products
 from xform._api import ArrayArguments, numbers_as_arrays
 from xform._functions import family_function
 from xform._launch.layout import result_shapes, scattered
 from xform._launch.runner import run_product
 from xform._op import Op, Product
-from xform._random import sample_shape
+from xform._random import haar_quaternions, sample_shape
 from xform.ops import COMPOSITES, OPS
 
 from . import jax_native
@@ -564,5 +564,5 @@ def random_quaternion(shape, key: jax.Array, dtype=None) -> jax.Array:
     normalised standard normals drawn with the PRNG `key` (the same key gives the same
     samples; split it for fresh ones). `dtype` defaults to JAX's default float."""
     dims = sample_shape("backends.jax.random_quaternion", shape)
-    normals = jax.random.normal(key, (*dims, 4), dtype=dtype or jnp.zeros(0).dtype)
-    return FUNCTIONS["quaternion_normalize"](normals)
+    dtype = None if dtype is None else _frameworks.float_name(dtype)
+    return haar_quaternions(_frameworks.JAX, dims, dtype, key)

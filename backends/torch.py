@@ -40,10 +40,11 @@ import inspect
 import torch
 import torch.autograd.forward_ad as forward_ad
 
+from xform import _frameworks
 from xform._api import ArrayArguments, numbers_as_arrays
 from xform._functions import family_function
 from xform._op import Op
-from xform._random import sample_shape
+from xform._random import haar_quaternions, sample_shape
 from xform._registry import on_define
 from xform.ops import COMPOSITES, OPS
 
@@ -174,10 +175,9 @@ def random_quaternion(
     generator seeded alike gives the same samples). `dtype` defaults to torch's default,
     `device` to the generator's (else the CPU)."""
     dims = sample_shape("backends.torch.random_quaternion", shape)
-    if device is None and generator is not None:
-        device = generator.device
-    normals = torch.randn((*dims, 4), generator=generator, dtype=dtype, device=device)
-    return FUNCTIONS["quaternion_normalize"](normals)
+    like = None if device is None else torch.empty(0, device=device)
+    dtype = None if dtype is None else _frameworks.float_name(dtype)
+    return haar_quaternions(_frameworks.TORCH, dims, dtype, generator, like)
 
 
 # --- cuRobo's Function classes --------------------------------------------------------------

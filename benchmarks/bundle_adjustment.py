@@ -64,23 +64,7 @@ def xform_run(path: Path, framework: str, iterations: int) -> dict:
 def gtsam_run(path: Path, iterations: int) -> dict:
     import gtsam
 
-    data = gtsam.SfmData.FromBalFile(str(path))
-    graph = gtsam.NonlinearFactorGraph()
-    noise = gtsam.noiseModel.Isotropic.Sigma(2, 1.0)
-    for j in range(data.numberTracks()):
-        track = data.track(j)
-        for k in range(track.numberMeasurements()):
-            i, uv = track.measurement(k)
-            graph.add(
-                gtsam.GeneralSFMFactorCal3Bundler(
-                    uv, noise, gtsam.symbol("c", i), gtsam.symbol("p", j)
-                )
-            )
-    initial = gtsam.Values()
-    for i in range(data.numberCameras()):
-        initial.insert(gtsam.symbol("c", i), data.camera(i))
-    for j in range(data.numberTracks()):
-        initial.insert(gtsam.symbol("p", j), data.track(j).point3())
+    data, graph, initial = example.gtsam_problem(path)
     params = gtsam.LevenbergMarquardtParams.CeresDefaults()
     params.setMaxIterations(iterations)
     params.setRelativeErrorTol(0.0)

@@ -223,10 +223,9 @@ def self_check() -> int:
     return 1 if failures else 0
 
 
-def gtsam_optimum(path: Path) -> float:
-    """GTSAM's LM (CeresDefaults, to a relative decrease of 1e-14) on the file's
-    observations with GTSAM's own camera model (SfmCamera: PinholeCamera<Cal3Bundler>,
-    which matches BAL's), no gauge prior, scored as `1/2 sum |r|^2` by `cost_of`."""
+def gtsam_problem(path: Path):
+    """The BAL file as GTSAM's `(SfmData, NonlinearFactorGraph, Values)`: each observation
+    a `GeneralSFMFactorCal3Bundler` of unit noise, cameras `c<i>` and points `p<j>`."""
     import gtsam
 
     data = gtsam.SfmData.FromBalFile(str(path))
@@ -246,6 +245,16 @@ def gtsam_optimum(path: Path) -> float:
         initial.insert(gtsam.symbol("c", i), data.camera(i))
     for j in range(data.numberTracks()):
         initial.insert(gtsam.symbol("p", j), data.track(j).point3())
+    return data, graph, initial
+
+
+def gtsam_optimum(path: Path) -> float:
+    """GTSAM's LM (CeresDefaults, to a relative decrease of 1e-14) on the file's
+    observations with GTSAM's own camera model (SfmCamera: PinholeCamera<Cal3Bundler>,
+    which matches BAL's), no gauge prior, scored as `1/2 sum |r|^2` by `cost_of`."""
+    import gtsam
+
+    _, graph, initial = gtsam_problem(path)
     params = gtsam.LevenbergMarquardtParams.CeresDefaults()
     params.setRelativeErrorTol(1e-14)
     params.setAbsoluteErrorTol(0.0)

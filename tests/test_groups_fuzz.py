@@ -50,7 +50,7 @@ def fuzz(function):
 
 
 def numpy_of(x):
-    return np.asarray(xform.to_numpy(x)) if xform._interop.array_kind(x) else np.asarray(x)
+    return np.asarray(xform.to_numpy(x)) if xform._frameworks.kind(x) else np.asarray(x)
 
 
 def in_framework(element, framework):
@@ -179,7 +179,7 @@ def test_non_finite_leaves_have_zero_tangents_and_no_gradient(framework, data):
 
     zeros = manifold.zero_tangents(tree)
     for leaf, zero in ((tree["cap"], zeros["cap"]), (tree["unused"][0], zeros["unused"][0])):
-        assert xform._interop.array_kind(zero) == framework and zero.dtype == leaf.dtype
+        assert xform._frameworks.kind(zero) == framework and zero.dtype == leaf.dtype
         np.testing.assert_array_equal(numpy_of(zero), np.zeros(leaf.shape))
     assert numpy_of(zeros["pose"]).shape == (*batch, cls.tangent_dim)
     np.testing.assert_array_equal(numpy_of(zeros["pose"]), 0.0)
@@ -497,7 +497,7 @@ PRNG_KEYS = {"none": lambda: None, "jax": lambda: jax.random.key(7), "numpy": la
 
 
 def kind_of(array) -> str:
-    return xform._interop.array_kind(array)
+    return xform._frameworks.kind(array)
 
 
 def float_name(dtype) -> str | None:

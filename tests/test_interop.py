@@ -41,7 +41,7 @@ def make(kind: str, values: np.ndarray):
 
 
 def pointer(x) -> int:
-    kind = xform._interop.array_kind(x)
+    kind = xform._frameworks.kind(x)
     return {
         "numpy": lambda: x.ctypes.data,
         "warp": lambda: x.ptr,
@@ -64,7 +64,7 @@ def test_conversions_share_memory(source, target, rng):
     values = rng.normal(size=(16, 3))
     x = make(source, values)
     y = CONVERT[target](x)
-    assert xform._interop.array_kind(y) == target
+    assert xform._frameworks.kind(y) == target
     assert pointer(y) == pointer(x)
     np.testing.assert_array_equal(xform.to_numpy(y), values)
 
@@ -117,7 +117,7 @@ def test_dispatch_returns_the_callers_kind(name, kind, rng):
     expected = as_tuple(getattr(xform, name)(*args))
     results = as_tuple(getattr(xform, name)(*[make(kind, a) for a in args]))
     for got, want in zip(results, expected):
-        assert xform._interop.array_kind(got) == kind
+        assert xform._frameworks.kind(got) == kind
         np.testing.assert_array_equal(xform.to_numpy(got), want)
 
 

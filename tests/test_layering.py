@@ -2,7 +2,7 @@
 
 Imports are read with `ast`, at every level: a function's own import is a dependency
 too, and so is an import under `if TYPE_CHECKING:` (a type names what it depends on).
-The core finds the adapters by their module names (`xform._api.ADAPTERS`), imported on
+The core finds the adapters by their module names (`xform._frameworks`), imported on
 first use: it does not depend on their code.
 """
 

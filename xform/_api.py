@@ -10,7 +10,6 @@ always new arrays.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,13 +17,9 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from . import _interop, _op
+from . import _frameworks, _op
 from ._launch import buffers, products, repeats
 from ._op import Composite, Op, Product
-
-# Each framework's adapter module, by array kind: it gives `function(op)`, the op as a
-# function of that framework's arrays.
-ADAPTERS = {"torch": "xform.backends.torch", "jax": "xform.backends.jax"}
 
 
 def _numpy_allocator(fill):
@@ -79,7 +74,7 @@ class ArrayArguments:
 
 
 ARRAYS = ArrayArguments(
-    "xform", "a NumPy, Warp, PyTorch or JAX array", lambda x: _interop.array_kind(x) is not None
+    "xform", "a NumPy, Warp, PyTorch or JAX array", lambda x: _frameworks.kind(x) is not None
 )
 
 
@@ -90,7 +85,7 @@ def array_kind(op: Op, args: Sequence[Any]) -> str:
         if isinstance(x, buffers.Buffer):  # a number made an array (numbers_as_arrays)
             continue
         ARRAYS.check(op.name, operand.name, x)
-        kinds[operand.name] = _interop.array_kind(x)
+        kinds[operand.name] = _frameworks.kind(x)
     if len(set(kinds.values())) > 1:
         raise TypeError(
             f"xform.{op.name}: arguments mix array types "
@@ -118,30 +113,13 @@ def array_like(value: np.ndarray, like: Any) -> Any:
     """`value` as a new array of `like`'s kind (NumPy, Warp, PyTorch or JAX), float dtype
     and device: how a layer above the ops passes constants of its own (a kinematic model)
     beside its caller's arrays. Under a JAX trace the result is a constant of the trace."""
-    kind = _interop.array_kind(like)
-    if kind == "torch":
-        import torch
-
-        return torch.tensor(value, dtype=like.dtype, device=like.device)
-    if kind == "jax":
-        import jax
-        import jax.numpy as jnp
-
-        array = jnp.asarray(value, dtype=like.dtype)
-        if isinstance(like, jax.Array) and not isinstance(like, jax.core.Tracer):
-            devices = like.devices()
-            if len(devices) == 1:  # else JAX places the constant where a computation needs it
-                array = jax.device_put(array, next(iter(devices)))
-        return array
-    if kind == "warp":
-        scalar = getattr(like.dtype, "_wp_scalar_type_", like.dtype)
-        return wp.array(np.asarray(value, dtype=wp.dtype_to_numpy(scalar)), device=like.device)
-    if kind == "numpy":
-        return np.asarray(value, dtype=like.dtype)
-    raise TypeError(
-        f"xform: expected a NumPy, Warp, PyTorch or JAX array, got {type(like).__module__}."
-        f"{type(like).__qualname__}"
-    )
+    framework = _frameworks.of(like)
+    if framework is None:
+        raise TypeError(
+            f"xform: expected a NumPy, Warp, PyTorch or JAX array, got {type(like).__module__}."
+            f"{type(like).__qualname__}"
+        )
+    return framework.constant(value, like)
 
 
 def numbers_as_arrays(op: Op, args: Sequence[Any]) -> Sequence[Any]:
@@ -154,30 +132,18 @@ def numbers_as_arrays(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     if not any(scalars):
         return args
     like = next((x for x, scalar in zip(args, scalars) if not scalar), None)
-    kind = None if like is None else _interop.array_kind(like)
+    framework = _frameworks.NUMPY if like is None else _frameworks.of(like)
 
     def convert(x):
-        strong = isinstance(x, np.floating)
-        if kind == "torch":
-            import torch
-
-            dtype = torch.from_numpy(np.asarray(x)).dtype if strong else like.dtype
-            return torch.tensor(x, dtype=dtype, device=like.device)
-        if kind == "jax":
-            import jax
-            import jax.numpy as jnp
-
-            value = jnp.asarray(x, dtype=x.dtype if strong else like.dtype)
-            if isinstance(like, jax.Array) and not isinstance(like, jax.core.Tracer):
-                value = jax.device_put(value, like.sharding)
-            return value
-        if kind == "warp":
-            like_scalar = getattr(like.dtype, "_wp_scalar_type_", like.dtype)
-            dtype = x.dtype if strong else np.dtype(wp.dtype_to_numpy(like_scalar))
-            array = wp.array(np.asarray([x], dtype=dtype), device=like.device)
-            return buffers.Buffer(array.ptr, (), dtype.name, str(like.device), array)
-        dtype = x.dtype if strong else (like.dtype if kind == "numpy" else np.float64)
-        return np.asarray(x, dtype=dtype if np.dtype(dtype).kind == "f" else np.float64)
+        # A NumPy float keeps its dtype; other numbers take like's (float64 without one).
+        dtype = x.dtype.name if isinstance(x, np.floating) else None
+        if like is None or (framework is _frameworks.NUMPY and like.dtype.kind != "f"):
+            dtype = dtype or "float64"
+        if framework is _frameworks.WARP:
+            array = framework.constant([x], like, dtype)
+            return buffers.Buffer(array.ptr, (), _frameworks.float_name(array.dtype),
+                                  str(like.device), array)  # fmt: skip
+        return framework.constant(x, like, dtype) if like is not None else np.asarray(x, dtype)
 
     return [convert(x) if scalar else x for x, scalar in zip(args, scalars)]
 
@@ -208,10 +174,7 @@ def apply(op: Op, args: Sequence[Any]):
                 return _unpack(op, results)
         operands = buffers.prepare(op, args)
         return _unpack(op, products.forward(operands, *ALLOCATORS[kind], repeat_key=key))
-    function = op.adapters.get(kind)  # a plain lookup, which torch.compile traces
-    if function is None:
-        function = importlib.import_module(ADAPTERS[kind]).function(op)
-    return function(*args)
+    return _frameworks.FRAMEWORKS[kind].function(op)(*args)
 
 
 _op.install_dispatch(apply)

@@ -2,9 +2,9 @@
 
 A 4-vector of independent standard normals, normalised, is uniform on the unit sphere
 S^3, and the unit quaternions' Haar measure is that uniform measure (Shoemake's
-subgroup algorithm gives the same law). `xform.backends.torch` and `xform.backends.jax`
-draw the normals with a torch `Generator` and a JAX key; the normalising is the
-`quaternion_normalize` op in each.
+subgroup algorithm gives the same law). One path for every framework (`haar_quaternions`):
+its own normals (a NumPy Generator, a torch `Generator`, a JAX key), then the
+`quaternion_normalize` op in it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import operator
 
 import numpy as np
 
-from .ops import OPS
+from . import _frameworks
+from ._frameworks import Framework
 
 
 def sample_shape(function: str, shape, name: str = "shape") -> tuple[int, ...]:
@@ -47,5 +48,12 @@ def random_quaternion(shape, seed=None, dtype=np.float64) -> np.ndarray:
     dims = sample_shape("random_quaternion", shape)
     if np.dtype(dtype) not in (np.float32, np.float64):
         raise TypeError(f"xform.random_quaternion: dtype {dtype} must be float32 or float64")
-    normals = np.random.default_rng(seed).standard_normal((*dims, 4), dtype=np.dtype(dtype))
-    return OPS["quaternion_normalize"](normals)
+    rng = np.random.default_rng(seed)
+    return haar_quaternions(_frameworks.NUMPY, dims, np.dtype(dtype).name, rng)
+
+
+def haar_quaternions(framework: Framework, dims: tuple[int, ...], dtype, source, like=None):
+    """Uniform unit quaternions of shape `dims + (4,)` in `framework`, drawn from `source`
+    (its randomness, as `Framework.normal` takes it) on `like`'s device."""
+    normals = framework.normal((*dims, 4), dtype, source, like)
+    return framework.functions()["quaternion_normalize"](normals)

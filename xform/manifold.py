@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from . import _interop
+from . import _frameworks
 from .groups import LieGroup
 from .groups._base import FRAMEWORKS, _zeros
 
@@ -49,7 +49,7 @@ class _Node(NamedTuple):
 
 def _node(x) -> _Node | None:
     """`x` as a node of a tree, or None for a leaf."""
-    if _is_group(x) or _interop.array_kind(x) is not None or isinstance(x, (numbers.Number, str)):
+    if _is_group(x) or _frameworks.kind(x) is not None or isinstance(x, (numbers.Number, str)):
         return None
     if x is None:
         return _Node("None", None, {}, lambda _: None)
@@ -144,7 +144,7 @@ def _describe(x) -> str:
         return "None"
     if _is_group(x):
         return f"an xform.{type(x).__name__} of batch shape {x.shape}"
-    kind = _interop.array_kind(x)
+    kind = _frameworks.kind(x)
     if kind is not None:
         return f"a {kind} array of shape {tuple(x.shape)}"
     cls = type(x)
@@ -192,7 +192,7 @@ def zero_tangents(tree):
     def zeros(path, x):
         if _is_group(x):
             return _zeros((*x.shape, x.tangent_dim), x._arrays[0])
-        if _interop.array_kind(x) in FRAMEWORKS:
+        if _frameworks.kind(x) in FRAMEWORKS:
             return _zeros(tuple(x.shape), x)
         if isinstance(x, numbers.Number):
             return type(x)(0)
@@ -235,14 +235,8 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
                 moved[i] = rplus(point, delta)
             return f(*moved, **kwargs)
 
-        if framework == "jax":
-            import jax
-
-            value, gradient = jax.value_and_grad(on_leaves, has_aux=has_aux)(leaves)
-        else:
-            import torch
-
-            gradient, value = torch.func.grad_and_value(on_leaves, has_aux=has_aux)(leaves)
+        both = _frameworks.FRAMEWORKS[framework].value_and_grad(on_leaves, has_aux)
+        value, gradient = both(leaves)
         gradients = _unflatten(zeros, gradient)
         return value, gradients[0] if single else gradients
 
@@ -254,7 +248,7 @@ def _gradient_framework(located: list, positions: tuple[int, ...], f) -> str:
     (paths and leaves of the arguments at `positions`), or a TypeError naming the leaf
     where they mix frameworks (JAX takes NumPy arrays and numbers too, as `jax.grad`
     does; `torch.func` only tensors)."""
-    kinds = [_interop.array_kind(leaf) for _, leaf in located]
+    kinds = [_frameworks.kind(leaf) for _, leaf in located]
     name = getattr(f, "__name__", repr(f))
     framework = "jax" if "jax" in kinds else "torch" if "torch" in kinds else None
     if framework is None:

@@ -22,34 +22,25 @@ from typing import ClassVar, TypeVar
 
 import numpy as np
 
-from .. import _interop
-from .._functions import FUNCTIONS as _CORE_FUNCTIONS
-from .._random import sample_shape
+from .. import _frameworks, _interop
+from .._random import haar_quaternions, sample_shape
 
 Self = TypeVar("Self", bound="LieGroup")
 
-# The frameworks a group may hold, and each one's functions of the ops.
+# The frameworks a group may hold (Warp arrays are the ops', not the groups').
 FRAMEWORKS = ("numpy", "torch", "jax")
-_FUNCTIONS: dict[str, dict[str, Callable]] = {"numpy": _CORE_FUNCTIONS}
-_FLOATS = ("float32", "float64")
+_FLOATS = _frameworks.FLOATS
 
 
 def _functions(kind: str) -> dict[str, Callable]:
-    """Every op as a function of `kind`'s arrays, through that framework's adapter."""
-    functions = _FUNCTIONS.get(kind)
-    if functions is None:
-        if kind == "torch":
-            from ..backends import torch as adapter
-        else:
-            from ..backends import jax as adapter
-        functions = _FUNCTIONS[kind] = {name: getattr(adapter, name) for name in _CORE_FUNCTIONS}
-    return functions
+    """Every op as a function of `kind`'s arrays."""
+    return _frameworks.FRAMEWORKS[kind].functions()
 
 
 def argument(cls, method: str, name: str, array, trailing: tuple[int, ...]):
     """`array` checked as argument `name` of `cls.method`: a NumPy, PyTorch or JAX array
     whose last axes are `trailing`. Returns it, and the op functions of its framework."""
-    kind = _interop.array_kind(array)
+    kind = _frameworks.kind(array)
     if kind not in FRAMEWORKS:
         raise TypeError(
             f"xform.{cls.__name__}.{method}: '{name}' is a {type(array).__module__}."
@@ -65,7 +56,7 @@ def argument(cls, method: str, name: str, array, trailing: tuple[int, ...]):
 
 
 def dtype_name(array) -> str:
-    return str(array.dtype).removeprefix("torch.")
+    return _frameworks.float_name(array.dtype)
 
 
 class LieGroup:
@@ -111,7 +102,7 @@ class LieGroup:
 
     @property
     def _kind(self) -> str:
-        return _interop.array_kind(getattr(self, self.fields[0][0]))
+        return _frameworks.kind(getattr(self, self.fields[0][0]))
 
     @property
     def _ops(self) -> dict[str, Callable]:
@@ -140,9 +131,9 @@ class LieGroup:
         framework and dtype whose last axes are `trailing`."""
         argument(type(self), method, name, array, trailing)
         where = f"xform.{type(self).__name__}.{method}"
-        if _interop.array_kind(array) != self._kind:
+        if _frameworks.kind(array) != self._kind:
             raise TypeError(
-                f"{where}: '{name}' is a {_interop.array_kind(array)} array and this element "
+                f"{where}: '{name}' is a {_frameworks.kind(array)} array and this element "
                 f"holds {self._kind} arrays; convert one with xform.to_{self._kind}"
             )
         if dtype_name(array) != dtype_name(self._arrays[0]):
@@ -163,7 +154,7 @@ class LieGroup:
         element and `others`. The same rule for every group, whatever its op."""
         if isinstance(t, numbers.Real) and not isinstance(t, bool):
             return float(t)
-        if _interop.array_kind(t) is None:
+        if _frameworks.kind(t) is None:
             raise TypeError(
                 f"xform.{type(self).__name__}.{method}: 't' is a {type(t).__module__}."
                 f"{type(t).__qualname__}; expected a number or a {self._kind} array"
@@ -281,7 +272,7 @@ class LieGroup:
         self._same_group(other, "interpolate")
         t = self._parameter(t, "interpolate", other)
         delta = self.inverse().multiply(other).log()
-        if _interop.array_kind(t) is not None:
+        if _frameworks.kind(t) is not None:
             t = t[..., None]
         return self.multiply(type(self).exp(delta * t))
 
@@ -331,7 +322,7 @@ def _like_kind(like, where: str) -> str:
     """The framework of argument `like` of `where` ('numpy' for None), or a TypeError."""
     if like is None:
         return "numpy"
-    kind = _interop.array_kind(like)
+    kind = _frameworks.kind(like)
     if kind not in FRAMEWORKS:
         raise TypeError(
             f"xform.{where}: 'like' must be a NumPy, PyTorch or JAX array, got "
@@ -347,14 +338,7 @@ def _float_dtype(dtype, like, where: str) -> str | None:
     if dtype is None and like is None:
         return None
     source = "'dtype' is" if dtype is not None else "'like' has dtype"
-    dtype = like.dtype if dtype is None else dtype
-    if type(dtype).__module__ == "torch":  # torch.float64 -> "float64"
-        name = str(dtype).removeprefix("torch.")
-    else:
-        try:
-            name = np.dtype(dtype).name
-        except TypeError:
-            name = repr(dtype)
+    name = _frameworks.float_name(like.dtype if dtype is None else dtype)
     if name not in _FLOATS:
         raise TypeError(f"xform.{where}: {source} {name}; expected float32 or float64")
     return name
@@ -363,21 +347,10 @@ def _float_dtype(dtype, like, where: str) -> str | None:
 def _zeros(shape: tuple[int, ...], like=None, dtype: str | None = None):
     """Zeros of `shape` in the framework of `like` (a NumPy, PyTorch or JAX array; NumPy
     when None) and on its device, of `dtype` (a name; else like's dtype, else float64)."""
-    kind = "numpy" if like is None else _interop.array_kind(like)
-    if kind == "torch":
-        import torch
-
-        dtype = like.dtype if dtype is None else getattr(torch, dtype)
-        return torch.zeros(shape, dtype=dtype, device=like.device)
-    if kind == "jax":
-        import jax
-        import jax.numpy as jnp
-
-        zeros = jnp.zeros(shape, dtype=like.dtype if dtype is None else dtype)
-        if isinstance(like, jax.Array) and not isinstance(like, jax.core.Tracer):
-            zeros = jax.device_put(zeros, like.sharding)
-        return zeros
-    return np.zeros(shape, dtype=dtype or (np.float64 if like is None else like.dtype))
+    framework = _frameworks.NUMPY if like is None else _frameworks.of(like)
+    if dtype is None:
+        dtype = "float64" if like is None else dtype_name(like)
+    return framework.zeros(shape, dtype, like)
 
 
 def _axes_taken(index) -> int:
@@ -404,7 +377,7 @@ def _checked(cls: type[LieGroup], arrays) -> tuple:
         )
     kinds = {}
     for (field, size), array in zip(cls.fields, arrays):
-        kind = _interop.array_kind(array)
+        kind = _frameworks.kind(array)
         if kind not in FRAMEWORKS:
             raise TypeError(
                 f"xform.{name}: '{field}' is a {type(array).__module__}."
@@ -456,13 +429,7 @@ def _checked(cls: type[LieGroup], arrays) -> tuple:
 def _broadcast_to(array, shape: tuple[int, ...], kind: str):
     if tuple(array.shape) == shape:
         return array
-    if kind == "torch":
-        return array.expand(shape)
-    if kind == "jax":
-        import jax.numpy as jnp
-
-        return jnp.broadcast_to(array, shape)
-    return np.broadcast_to(array, shape)
+    return _frameworks.FRAMEWORKS[kind].broadcast_to(array, shape)
 
 
 # --- pytrees -------------------------------------------------------------------------------
@@ -483,28 +450,15 @@ def _register_pytrees() -> None:
         _registered.add(framework)
         for cls in GROUPS:
             _register(cls, framework)
+        # The adapter too, now: a group's first op may run under torch.compile, which
+        # traces no import
+        _frameworks.FRAMEWORKS[framework].functions()
 
 
 def _register(cls: type[LieGroup], framework: str) -> None:
-    def flatten(element):
-        return element._arrays, None
-
-    def unflatten(arrays):
-        return cls._trusted(*arrays)
-
-    if framework == "jax":
-        import jax
-
-        jax.tree_util.register_pytree_node(cls, flatten, lambda _, arrays: unflatten(arrays))
-    else:
-        import torch.utils._pytree as pytree
-
-        pytree.register_pytree_node(
-            cls,
-            flatten,
-            lambda arrays, _: unflatten(arrays),
-            serialized_type_name=f"xform.{cls.__name__}",
-        )
+    _frameworks.FRAMEWORKS[framework].register_pytree(
+        cls, lambda element: element._arrays, lambda arrays: cls._trusted(*arrays)
+    )
 
 
 def group(cls: type[Self]) -> type[Self]:
@@ -547,7 +501,7 @@ class Random:
                 )
             self.kind = "torch"
         elif key is not None:
-            if _interop.array_kind(key) != "jax":
+            if _frameworks.kind(key) != "jax":
                 raise TypeError(
                     f"xform.{where}: 'key' must be a JAX PRNG key, got "
                     f"{type(key).__module__}.{type(key).__qualname__}"
@@ -577,50 +531,23 @@ class Random:
         self.key, self.generator, self.like = key, generator, like
         self.dtype = _float_dtype(dtype, like, where)
 
-    def _next_key(self):
-        import jax
-
-        self.key, key = jax.random.split(self.key)
-        return key
-
-    def normal(self, shape: tuple[int, ...]):
+    def _source(self):
+        """This draw's source: the NumPy Generator, the torch Generator, a fresh JAX key."""
         if self.kind == "jax":
             import jax
-            import jax.numpy as jnp
 
-            return jax.random.normal(
-                self._next_key(), shape, dtype=self.dtype or jnp.zeros(0).dtype
-            )
-        if self.kind == "torch":
-            import torch
+            self.key, key = jax.random.split(self.key)
+            return key
+        return self.rng if self.kind == "numpy" else self.generator
 
-            return torch.randn(shape, generator=self.generator, **self._torch())
-        return self.rng.standard_normal(shape, dtype=np.dtype(self.dtype or np.float64))
+    def quaternions(self, batch: tuple[int, ...]):
+        """Uniform (Haar) unit quaternions, `batch + (4,)`."""
+        framework = _frameworks.FRAMEWORKS[self.kind]
+        return haar_quaternions(framework, batch, self.dtype, self._source(), self.like)
 
     def uniform(self, shape: tuple[int, ...], low: float, high: float):
-        if self.kind == "jax":
-            import jax
-            import jax.numpy as jnp
-
-            dtype = self.dtype or jnp.zeros(0).dtype
-            return jax.random.uniform(self._next_key(), shape, dtype, low, high)
-        if self.kind == "torch":
-            import torch
-
-            unit = torch.rand(shape, generator=self.generator, **self._torch())
-            return unit * (high - low) + low
-        return self.rng.uniform(low, high, shape).astype(self.dtype or np.float64)
-
-    def _torch(self) -> dict:
-        import torch
-
-        dtype = None if self.dtype is None else getattr(torch, self.dtype)
-        device = (
-            self.like.device
-            if self.like is not None
-            else (self.generator.device if self.generator is not None else None)
-        )
-        return {"dtype": dtype, "device": device}
+        framework = _frameworks.FRAMEWORKS[self.kind]
+        return framework.uniform(shape, self.dtype, self._source(), low, high, self.like)
 
 
 def _numpy_generator(seed, where: str) -> np.random.Generator:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import _frameworks
 from ._base import LieGroup, Random, _batch, argument, group
 from .so3 import SO3
 
@@ -66,11 +67,7 @@ class SE3(LieGroup):
         """Rotations uniform (Haar) and translations uniform in [-1, 1]^3, as jaxlie's."""
         random = Random("SE3.sample_uniform", seed, generator, key, like, dtype)
         batch = _batch(batch_shape, "SE3.sample_uniform")
-        normals = random.normal((*batch, 4))
-        ops = argument(cls, "sample_uniform", "normals", normals, (4,))
-        return cls._trusted(
-            random.uniform((*batch, 3), -1.0, 1.0), ops["quaternion_normalize"](normals)
-        )
+        return cls._trusted(random.uniform((*batch, 3), -1.0, 1.0), random.quaternions(batch))
 
     # --- methods ------------------------------------------------------------------------------
 
@@ -132,7 +129,7 @@ class SE3(LieGroup):
         order = [0] * 7
         for column, source in zip(position + quaternion, range(7)):
             order[column] = source
-        joined = _concatenate(self.position, self.quaternion)
+        joined = _frameworks.of(self.position).concatenate([self.position, self.quaternion])
         return joined[..., order]
 
 
@@ -140,20 +137,3 @@ def _layout(layout: str):
     if layout not in LAYOUTS:
         raise ValueError(f"xform.SE3: layout {layout!r} must be one of {', '.join(LAYOUTS)}")
     return LAYOUTS[layout]
-
-
-def _concatenate(a, b):
-    from ._base import _interop
-
-    kind = _interop.array_kind(a)
-    if kind == "torch":
-        import torch
-
-        return torch.cat([a, b], -1)
-    if kind == "jax":
-        import jax.numpy as jnp
-
-        return jnp.concatenate([a, b], -1)
-    import numpy as np
-
-    return np.concatenate([a, b], -1)

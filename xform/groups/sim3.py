@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import _frameworks
 from ._base import LieGroup, Random, _batch, argument, group
-from .se3 import SE3, _concatenate
+from .se3 import SE3
 from .so3 import SO3
 
 # Storage layouts of a similarity's 8 parameters: each one's (position, quaternion, scale)
@@ -99,14 +100,14 @@ class Sim3(LieGroup):
         scales e^sigma with sigma uniform in [-1, 1]."""
         random = Random("Sim3.sample_uniform", seed, generator, key, like, dtype)
         batch = _batch(batch_shape, "Sim3.sample_uniform")
-        normals = random.normal((*batch, 4))
-        ops = argument(cls, "sample_uniform", "normals", normals, (4,))
         position = random.uniform((*batch, 3), -1.0, 1.0)
+        quaternion = random.quaternions(batch)
         # e^sigma as the scale of exp([0, 0, sigma])
-        no_motion = _concatenate(0 * position, 0 * position)
         sigma = random.uniform((*batch, 1), -1.0, 1.0)
-        scale = ops["sim3_exp"](_concatenate(no_motion, sigma))[2]
-        return cls._trusted(position, ops["quaternion_normalize"](normals), scale)
+        ops = argument(cls, "sample_uniform", "sigma", sigma, (1,))
+        no_motion = 0 * position
+        twist = _frameworks.of(sigma).concatenate([no_motion, no_motion, sigma])
+        return cls._trusted(position, quaternion, ops["sim3_exp"](twist)[2])
 
     # --- methods ------------------------------------------------------------------------------
 
@@ -167,7 +168,8 @@ class Sim3(LieGroup):
         order = [0] * 8
         for column, source in zip([*position, *quaternion, scale], range(8)):
             order[column] = source
-        joined = _concatenate(_concatenate(self.position, self.quaternion), self._scale[..., None])
+        fields = [self.position, self.quaternion, self._scale[..., None]]
+        joined = _frameworks.of(self.position).concatenate(fields)
         return joined[..., order]
 
 

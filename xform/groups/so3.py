@@ -59,9 +59,7 @@ class SO3(LieGroup):
         """Uniform (Haar) rotations: normalised standard normals, drawn as
         `random_quaternion` draws (NumPy `seed`, torch `generator`, JAX `key`)."""
         random = Random("SO3.sample_uniform", seed, generator, key, like, dtype)
-        normals = random.normal((*_batch(batch_shape, "SO3.sample_uniform"), 4))
-        ops = argument(cls, "sample_uniform", "normals", normals, (4,))
-        return cls._trusted(ops["quaternion_normalize"](normals))
+        return cls._trusted(random.quaternions(_batch(batch_shape, "SO3.sample_uniform")))
 
     # --- methods ------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .. import _api, _interop
+from .. import _api, _frameworks
 from .._op import Op
 from ..groups import SE3
 from . import _ops, _urdf
@@ -100,7 +100,7 @@ class Chain:
         `link_names` order) or for `links`, in that order."""
         self._check_q(q, "forward_kinematics")
         index = None if links is None else self._indices(links, "forward_kinematics")
-        if _interop.array_kind(q) == "warp":
+        if _frameworks.kind(q) == "warp":
             raise TypeError(
                 "xform.kinematics.Chain.forward_kinematics: the poses are an xform.SE3, which "
                 "holds NumPy, PyTorch or JAX arrays; pass q as one of those, or call "
@@ -149,12 +149,12 @@ class Chain:
         args = [q, *self._constants_like(q), *extra]
         # Once made, a framework's function of the op is at hand: calling it directly saves
         # the dispatch's checks (q's kind is the constants' by construction), a few µs.
-        adapter = op.adapters.get(_interop.array_kind(q)) if not extra else None
+        adapter = op.adapters.get(_frameworks.kind(q)) if not extra else None
         return adapter(*args) if adapter is not None else _api.apply(op, args)
 
     def _constants_like(self, q) -> tuple:
         """The model's arrays in q's kind, dtype and device, converted once per such."""
-        kind = _interop.array_kind(q)
+        kind = _frameworks.kind(q)
         device = getattr(q, "device", None) if kind in ("torch", "warp") else None
         key = (kind, str(q.dtype), str(device))
         converted = self._converted.get(key)
@@ -166,7 +166,7 @@ class Chain:
         return converted
 
     def _check_q(self, q: Any, function: str) -> None:
-        if _interop.array_kind(q) is None:
+        if _frameworks.kind(q) is None:
             raise TypeError(
                 f"xform.kinematics.Chain.{function}: q is a {type(q).__module__}."
                 f"{type(q).__qualname__}; expected a NumPy, Warp, PyTorch or JAX array"

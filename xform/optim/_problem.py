@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _interop
+from .. import _frameworks
 from ..groups import LieGroup
 from ._losses import Loss
 
@@ -29,7 +29,7 @@ def framework_of(x) -> str | None:
     """'numpy', 'torch' or 'jax' for an array or a group element, else None."""
     if isinstance(x, LieGroup):
         return x._kind
-    kind = _interop.array_kind(x)
+    kind = _frameworks.kind(x)
     return kind if kind in ("numpy", "torch", "jax") else None
 
 
@@ -110,7 +110,7 @@ def _indices(index, count: int, name: str) -> np.ndarray:
     """An index of a variable set as a NumPy int64 array of shape () or (k,), checked."""
     if isinstance(index, slice):
         return np.arange(count)[index]
-    kind = _interop.array_kind(index)
+    kind = _frameworks.kind(index)
     if kind is not None:
         if kind == "torch":
             index = index.detach().cpu()

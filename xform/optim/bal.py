@@ -19,11 +19,12 @@ error names `file:line`.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from ._files import write_atomically
 
 
 @dataclass
@@ -170,15 +171,4 @@ def format_bal(problem: BalProblem) -> str:
 def write_bal(problem: BalProblem, path: str | os.PathLike) -> None:
     """Write atomically: into a temporary file beside `path`, renamed over it once complete,
     so that a failure (or an interruption) leaves no partial file."""
-    path = Path(path)
-    text = format_bal(problem)
-    handle, temporary = tempfile.mkstemp(
-        dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp"
-    )
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomically(format_bal(problem), path)

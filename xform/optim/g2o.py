@@ -16,12 +16,13 @@ Quaternions are stored [w, x, y, z] (xform's order); g2o writes [x, y, z, w].
 from __future__ import annotations
 
 import os
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from ._files import write_atomically
 
 # tag -> (dimension, number of numbers after the tag)
 VERTEX_TAGS = {"VERTEX_SE3:QUAT": (3, 8), "VERTEX_SE2": (2, 4)}
@@ -226,15 +227,4 @@ def format_g2o(graph: G2oGraph) -> str:
 def write_g2o(graph: G2oGraph, path: str | os.PathLike) -> None:
     """Write the graph to `path` atomically: into a temporary file beside it, renamed over
     `path` only once complete, so that a failure leaves no partial file."""
-    path = Path(path)
-    text = format_g2o(graph)
-    handle, temporary = tempfile.mkstemp(
-        dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp"
-    )
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomically(format_g2o(graph), path)
