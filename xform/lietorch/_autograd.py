@@ -114,33 +114,35 @@ class Jinv(torch.autograd.Function):
         return None, None, _summed(padded[..., : a.shape[-1]], a)
 
 
-class ToVec(torch.autograd.Function):
-    """The data as a vector: its gradient becomes the element's tangent gradient."""
+def _relabelling(name: str, backward_op: str, doc: str) -> type[torch.autograd.Function]:
+    """An identity on the data whose backward pass is `backward_op`: the data's gradient
+    read as another kind of gradient."""
 
-    @staticmethod
-    def forward(ctx, group: str, x: torch.Tensor):
-        ctx.group = group
-        ctx.save_for_backward(x)
-        return x.view_as(x)
+    class Relabelling(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, group: str, x: torch.Tensor):
+            ctx.group = group
+            ctx.save_for_backward(x)
+            return x.view_as(x)
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return None, run(ctx.group, "to_vec_backward", x, grad)
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return None, run(ctx.group, backward_op, x, grad)
+
+    Relabelling.__name__ = Relabelling.__qualname__ = name
+    Relabelling.__doc__ = doc
+    return Relabelling
 
 
-class FromVec(torch.autograd.Function):
-    """A vector as an element's data: a tangent gradient becomes a data gradient."""
-
-    @staticmethod
-    def forward(ctx, group: str, x: torch.Tensor):
-        ctx.group = group
-        ctx.save_for_backward(x)
-        return x.view_as(x)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        return None, run(ctx.group, "from_vec_backward", x, grad)
+ToVec = _relabelling(
+    "ToVec",
+    "to_vec_backward",
+    "The data as a vector: its gradient becomes the element's tangent gradient.",
+)
+FromVec = _relabelling(
+    "FromVec",
+    "from_vec_backward",
+    "A vector as an element's data: a tangent gradient becomes a data gradient.",
+)
