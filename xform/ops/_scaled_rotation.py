@@ -38,7 +38,9 @@ _F64x9 = wp.types.vector(9, wp.float64)
 
 def _chunks(coefficient):
     """Three Warp constants of nine float64 coefficients each, c_0..c_8, c_9..c_17 and
-    c_18..c_26, of the series sum c_n z^n."""
+    c_18..c_26, of the series sum c_n z^n: Warp unrolls a loop of up to 16 iterations
+    (`wp.config.max_unroll`), so each chunk's Horner loop is unrolled where one loop of 27
+    would not be."""
     values = [coefficient(n) for n in range(27)]
     return tuple(wp.constant(_F64x9(*values[9 * k : 9 * k + 9])) for k in range(3))
 
