@@ -98,7 +98,7 @@ def _table(header: str, rows: list[tuple[str, str]]) -> list[str]:
 
 def op_section(op: xform.Op) -> str:
     arguments = ", ".join(o.name for o in op.operands)
-    lines = [f"### `{op.name}({arguments})`", "", _text(op.formula), ""]
+    lines = [f"### `{op.name}({arguments})` {{ #{op.name} }}", "", _text(op.formula), ""]
     lines += _table("argument", [(o.name, o.expected_shape()) for o in op.operands])
     lines += [""]
     lines += _table("result", [(r.name, _shape(r.batch, r.element)) for r in op.results])
@@ -138,7 +138,7 @@ def _code_shape(text: str) -> str:
 
 def family_section(family: Composite) -> str:
     """A function over ops (a static choice among them, or a chain), from its docstring."""
-    heading = f"### `{family.name}{family.signature}`"
+    heading = f"### `{family.name}{family.signature}` {{ #{family.name} }}"
     parts = _DOC.fullmatch(family.doc)
     if parts is None:  # a docstring of another layout: as it is
         return "\n".join([heading, "", "```text", family.doc, "```", ""])

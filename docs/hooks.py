@@ -45,3 +45,47 @@ def on_startup(command, dirty, **kwargs):
 def on_pre_build(config, **kwargs):
     _load(DOCS / "tutorials" / "run.py").run_stale()
     _load(DOCS / "figures.py").draw_stale()
+
+
+# --- what a site was built from --------------------------------------------------------------
+
+ROOT = DOCS.parent
+# What the site shows: the pages and their scripts, the code its reference and tutorials
+# read, the examples they import, the data and the benchmark results they draw.
+SOURCES = ("mkdocs.yml", "docs", "xform", "backends", "interop_examples", "data", "benchmarks")
+BUILT_FROM = ".built-from"  # in the site folder: the digest of SOURCES it was built from
+
+
+def _source_files() -> list[Path]:
+    """The tracked and untracked-but-not-ignored files under SOURCES (git's view, so that
+    the generated pages, caches and virtual environments do not count)."""
+    import subprocess
+
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z", *SOURCES],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    return sorted(ROOT / name for name in listed.split("\0") if name)
+
+
+def sources_digest() -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in _source_files():
+        if path.is_file():
+            digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def site_is_current(site: Path) -> bool:
+    """Whether `site` was built from the sources as they are now (tests/test_reference.py
+    reads the site CI built rather than building it again)."""
+    stamp = site / BUILT_FROM
+    return stamp.is_file() and stamp.read_text() == sources_digest()
+
+
+def on_post_build(config, **kwargs):
+    (Path(config["site_dir"]) / BUILT_FROM).write_text(sources_digest())

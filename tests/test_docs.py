@@ -6,9 +6,7 @@
   is not meant to run says so in its fence: ```bash, ```text, or ```{.python .no-run}.
   (The tutorials in docs/tutorials/ are scripts that the site's build runs.)
 - docs/api.md is generated from the op table (`python docs/generate.py`).
-- Every public name, that is every name in `__all__` of `xform` and of its backends, has
-  a reference entry: an op in docs/api.md, or a `::: name` (mkdocstrings) or a heading
-  naming it on a page.
+- (tests/test_reference.py checks that the built site has an entry for every public name.)
 """
 
 from __future__ import annotations
@@ -171,57 +169,3 @@ def test_api_reference_is_generated_from_the_op_table():
     assert (DOCS / "api.md").read_text() == load_generator().render(), (
         "docs/api.md is out of date: run `python docs/generate.py`"
     )
-
-
-# --- every public name has an entry -------------------------------------------------------------
-
-# A module's names are documented by `::: <prefix>.<name>` or a heading `xform.<...>.<name>`.
-MODULES = {
-    "xform": ("xform", "xform"),
-    "xform.backends.torch": ("backends.torch", "xform.backends.torch"),
-    "xform.backends.jax": ("backends.jax", "xform.backends.jax"),
-    "xform.backends.bridges": ("backends.bridges", "xform.backends.bridges"),
-}
-# The op reference documents each op for xform and both adapters.
-OP_FRONT_ENDS = ("xform", "xform.backends.torch", "xform.backends.jax")
-
-
-def reference_entries() -> tuple[set[str], set[tuple[str, str]]]:
-    """The ops of docs/api.md, and the (module, name) pairs that pages document."""
-    ops = set(re.findall(r"^### `(\w+)\(", (DOCS / "api.md").read_text(), re.M))
-    entries = set()
-    for page in sorted(DOCS.rglob("*.md")):
-        text = page.read_text()
-        for module, (directive, qualified) in MODULES.items():
-            for prefix in {directive, qualified}:
-                pattern = rf"^(?:::: |#+ `){re.escape(prefix)}\.(\w+)(?:`|\s*$)"
-                entries |= {(module, name) for name in re.findall(pattern, text, re.M)}
-    return ops, entries
-
-
-def missing_entries(module: str, exported) -> list[str]:
-    ops, entries = reference_entries()
-    return [
-        name
-        for name in exported
-        if (module, name) not in entries and not (module in OP_FRONT_ENDS and name in ops)
-    ]
-
-
-@pytest.mark.parametrize("module", MODULES)
-def test_every_public_name_has_a_reference_entry(module):
-    missing = missing_entries(module, importlib.import_module(module).__all__)
-    assert not missing, (
-        f"{module}.__all__ names {missing} without a reference entry: give each one a "
-        f"`::: {MODULES[module][0]}.<name>` on a page of docs/ (docs/reference.md, or the "
-        "page of its feature), or, for an op, add it to xform.ops.FAMILIES and run "
-        "`python docs/generate.py`"
-    )
-
-
-def test_a_name_without_an_entry_is_missing():
-    assert missing_entries("xform", ["define_op", "OPS", "so3_exp", "NotDocumented"]) == [
-        "NotDocumented"
-    ]
-    assert missing_entries("xform.backends.torch", ["TransformPoint", "so3_exp"]) == []
-    assert missing_entries("xform.backends.bridges", ["so3_exp"]) == ["so3_exp"]

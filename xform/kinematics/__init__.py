@@ -83,6 +83,7 @@ class Chain:
 
     @property
     def n_links(self) -> int:
+        """The number of links, the root included: `len(link_names)`."""
         return len(self.link_names)
 
     def __repr__(self) -> str:

@@ -103,6 +103,7 @@ class Variables:
 
     @property
     def dtype(self):
+        """The initial values' dtype."""
         return self.initial.dtype
 
 
@@ -198,6 +199,7 @@ class Problem:
 
     @property
     def framework(self) -> str:
+        """"numpy", "torch" or "jax": the framework of the variables' initial values."""
         kinds = {v.framework for v in self.variable_sets}
         return kinds.pop() if len(kinds) == 1 else "numpy"
 
