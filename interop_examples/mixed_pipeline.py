@@ -40,8 +40,8 @@ class PoseHead(torch.nn.Module):
 
 
 def make_scenes(seed: int = 0):
-    """Scenes whose true poses are a fixed, unknown function of their features: those of a
-    second, randomly initialised `PoseHead` (float64). Returns the features, the true
+    """Scenes whose true poses are a fixed, unknown function of their features: those of
+    a second, randomly initialised `PoseHead` (float64). Returns the features, the true
     positions and quaternions, the points and the moved points."""
     torch.manual_seed(seed)
     features = torch.randn(SCENES, FEATURES, dtype=torch.float64)
