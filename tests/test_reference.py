@@ -101,8 +101,10 @@ def is_implementation_file(module: types.ModuleType) -> bool:
     its names are documented under the package's, the file itself is not an API."""
     package = sys.modules.get(module.__name__.rpartition(".")[0])
     names = module_names(module)
-    return package is not None and bool(names) and all(
-        getattr(package, name, None) is getattr(module, name) for name in names
+    return (
+        package is not None
+        and bool(names)
+        and all(getattr(package, name, None) is getattr(module, name) for name in names)
     )
 
 
@@ -268,11 +270,7 @@ def documented_objects():
 
 
 def test_every_function_class_and_method_has_a_summary():
-    undocumented = [
-        path
-        for path, obj in documented_objects()
-        if not (obj.__doc__ or "").strip()
-    ]
+    undocumented = [path for path, obj in documented_objects() if not (obj.__doc__ or "").strip()]
     assert not undocumented, (
         f"{len(undocumented)} public objects without a docstring of their own (the reference "
         f"shows them with none): {undocumented}"
