@@ -232,6 +232,28 @@ def quoted_figures(text: str) -> list[tuple[int, str, str, str]]:
     return figures
 
 
+# The tutorials' pages are made from these scripts: their docstrings and comments are
+# the pages' prose.
+TUTORIALS = sorted((DOCS / "tutorials").glob("[!_]*.py"))
+TUTORIALS.remove(DOCS / "tutorials" / "run.py")
+
+
+def prose_of(page: Path) -> str:
+    """A page's text; of a tutorial script, its docstring and comment lines (the code
+    blanked, so that line numbers stay the script's)."""
+    text = page.read_text()
+    if page.suffix != ".py":
+        return text
+    import ast
+
+    module = ast.parse(text)
+    docstring_end = module.body[0].end_lineno if ast.get_docstring(module) else 0
+    return "\n".join(
+        line if number <= docstring_end or line.lstrip().startswith("#") else ""
+        for number, line in enumerate(text.splitlines(), 1)
+    )
+
+
 def test_pages_quote_no_figure_that_no_results_file_holds():
     """Measured numbers come from benchmarks/results*.json, drawn into the pages when the
     site is built (`<!-- measured: NAME -->`, docs/figures.py); a time or ratio typed into
@@ -239,8 +261,8 @@ def test_pages_quote_no_figure_that_no_results_file_holds():
     holds, as printed."""
     figures = _load_figures()
     unheld = []
-    for page in PAGES:
-        text = page.read_text()
+    for page in PAGES + TUTORIALS:
+        text = prose_of(page)
         # The page's results files: those its figures are drawn from and those it names.
         sources = figures.used_sources(text) | set(re.findall(r"results\w*\.json", text))
         values = measured_values(s for s in sources if (RESULTS / s).is_file())
@@ -274,6 +296,17 @@ def test_a_figure_no_results_file_holds_is_found():
     assert [held(n, u, values) for _, _, n, u in figures] == [True] * 3 + [False] * 3
     assert not held("124", "µs", values) and not held("0.6", "x", [0.66])
     assert held("0.6", "x", [0.64])
+
+
+def test_no_page_speaks_of_issues_or_the_spec():
+    """The pages are for users: the project's issues and its SPEC are not theirs to read."""
+    mentions = [
+        f"{page.relative_to(ROOT)}:{number}: {line.strip()}"
+        for page in PAGES + TUTORIALS + [DOCS / "api.md"]
+        for number, line in enumerate(prose_of(page).splitlines(), 1)
+        if re.search(r"\bissues?\b|\bSPEC\b|\bthis wave\b", line, re.I)
+    ]
+    assert not mentions, "\n".join(mentions)
 
 
 def test_every_measured_directive_names_a_figure():
