@@ -1,11 +1,11 @@
 """Screenshots of the built site in headless Chromium at 1280 px, and a check that no code
 line is cut behind a scroll bar: `python docs/screenshots.py [SITE] [--out DIR]`.
 
-For each page of `PAGES` (the home, groups, pose-graph and kinematics pages, and the
-walkthroughs), Chromium loads a copy of the built page (`mkdocs build` first) with a
-script that measures every code block as the browser lays it out at 1280 px: a block
-whose content is wider than its box (`scrollWidth > clientWidth`) has lines cut behind a
-scroll bar. It writes a full-page screenshot per page into `--out` (default
+For every page of the built site (`mkdocs build` first), Chromium loads a copy of it
+with a script that measures every code block as the browser lays it out at 1280 px: a
+block whose content is wider than its box (`scrollWidth > clientWidth`) has lines cut
+behind a scroll bar. It writes a full-page screenshot of each page of `PAGES` (the home,
+groups, pose-graph and kinematics pages, and the walkthroughs) into `--out` (default
 `site/screenshots/`) and prints, for each cut block, its longest line; it exits 1 if any
 block is cut. tests/test_docs.py runs it on the site where Chromium is installed.
 
@@ -123,8 +123,15 @@ def screenshot(page: Path, browser: str, out: Path, height: int = 4000) -> None:
     )
 
 
-def check(site: Path, out: Path | None, pages=PAGES) -> dict[str, list[dict]]:
-    """Each page -> its cut code blocks; screenshots into `out` unless it is None."""
+def site_pages(site: Path) -> list[str]:
+    """Every page of the site, relative to it."""
+    return sorted(str(p.relative_to(site)) for p in site.rglob("index.html"))
+
+
+def check(site: Path, out: Path | None, pages=None) -> dict[str, list[dict]]:
+    """Each page (default: every page of the site) -> its cut code blocks; screenshots of
+    those of PAGES into `out` unless it is None."""
+    pages = site_pages(site) if pages is None else pages
     browser = chromium()
     if browser is None:
         raise RuntimeError("no Chromium found (set $CHROMIUM)")
@@ -137,7 +144,7 @@ def check(site: Path, out: Path | None, pages=PAGES) -> dict[str, list[dict]]:
         if report["width"] != WIDTH:
             raise RuntimeError(f"{name}: laid out at {report['width']} px, not {WIDTH}")
         cut[name] = cut_blocks(report)
-        if out is not None:
+        if out is not None and name in PAGES:
             out.mkdir(parents=True, exist_ok=True)
             screenshot(page, browser, out / (name.replace("/", "_") + ".png"))
         print(f"{name}: {len(report['blocks'])} code blocks, {len(cut[name])} cut")

@@ -34,6 +34,7 @@ needs_chromium = pytest.mark.skipif(
 def test_no_code_line_is_cut_at_1280_px(site, tmp_path):  # noqa: F811
     cut = screenshots.check(site, tmp_path)
     assert not any(cut.values()), {page: blocks for page, blocks in cut.items() if blocks}
+    assert set(screenshots.PAGES) <= cut.keys()
     assert len(list(tmp_path.glob("*.png"))) == len(screenshots.PAGES)
 
 
