@@ -42,7 +42,8 @@ REPORT_ID = "xform-code-widths"
 # for `--dump-dom` to print.
 MEASURE = f"""
 <script>
-window.addEventListener("load", () => {{
+window.addEventListener("load", async () => {{
+  await document.fonts.ready;  // measured in the fonts the reader sees
   const blocks = [...document.querySelectorAll("pre > code")].map((code) => {{
     const lines = code.textContent.split("\\n");
     return {{
