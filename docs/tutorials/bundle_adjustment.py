@@ -53,12 +53,14 @@ print(*(f"{c.name}: {c.count} residuals" for c in problem.costs))
 _, solved, result, _ = ba.run(path, "torch", report=None)
 print(f"cost {result.history[0]:.6g} -> below 1e-20: {result.cost < 1e-20}")
 print(result.iterations, "iterations, converged:", result.converged)
+assert result.converged and result.cost < 1e-20
 
 # %% The same in JAX
 _, _, jax_result, _ = ba.run(path, "jax", report=None)
 print(
     f"JAX: below 1e-20: {jax_result.cost < 1e-20}, {jax_result.iterations} iterations"
 )
+assert jax_result.cost < 1e-20
 
 # %% From the command line
 # ```bash

@@ -59,6 +59,7 @@ reached, position_error, rotation_error, _ = ik.run(
 )
 print(*(line for line in lines if line.startswith("round")), sep="\n")
 print(f"worst: {position_error.max():.1e} m, {rotation_error.max():.1e} rad")
+assert reached.all()
 
 # %% In PyTorch
 # The same residual serves PyTorch, where the targets are a leading batch axis of one
@@ -66,6 +67,7 @@ print(f"worst: {position_error.max():.1e} m, {rotation_error.max():.1e} rad")
 #| include: interop_examples/inverse_kinematics.py torch_solver
 reached, *_ = ik.run("torch", count=64, seed=1, report=None)
 print(f"PyTorch: {reached.sum()} of 64 reached")
+assert reached.all()
 
 # %% Gradient descent instead
 # `interop_examples/kinematics_reach.py` reaches 256 targets with plainer tools: Adam on

@@ -77,6 +77,7 @@ from posegraph.optimise import optimise  # noqa: E402
 result = optimise(problem, initial, torch_fw, report=None)
 print(f"chi2 {result.history[0]:.6g} -> {result.chi2:.10g}")
 print(result.iterations, "iterations,", "converged:", result.converged)
+assert result.converged
 
 # %% The same in JAX
 # The example's other framework gives the same optimum: only the arrays change.
@@ -85,6 +86,7 @@ jax_problem = make_problem(graph, jax_fw)
 jax_result = optimise(jax_problem, chordal(jax_problem, jax_fw), jax_fw, report=None)
 print(f"JAX: chi2 {jax_result.chi2:.10g}, {jax_result.iterations} iterations")
 print("agree:", abs(jax_result.chi2 - result.chi2) <= 1e-9 * result.chi2)
+assert abs(jax_result.chi2 - result.chi2) <= 1e-9 * result.chi2
 
 # %% A real trajectory: the Intel Research Lab
 # intel is a 2D graph recorded by a robot (1728 poses, 2512 edges): `xform.SE2`
