@@ -4,10 +4,11 @@ line is cut behind a scroll bar: `python docs/screenshots.py [SITE] [--out DIR]`
 For every page of the built site (`mkdocs build` first), Chromium loads a copy of it
 with a script that measures every code block as the browser lays it out at 1280 px: a
 block whose content is wider than its box (`scrollWidth > clientWidth`) has lines cut
-behind a scroll bar. It writes a screenshot (the top 4000 px) of each page of `PAGES` (the home,
-groups, pose-graph and kinematics pages, and the walkthroughs) into `--out` (default
-`site/screenshots/`) and prints, for each cut block, its longest line; it exits 1 if any
-block is cut. tests/test_docs.py runs it on the site where Chromium is installed.
+behind a scroll bar. It writes a screenshot (the top 4000 px) of each page of `PAGES`
+(the home, groups, pose-graph and kinematics pages, and the walkthroughs) into `--out`
+(default `site/screenshots/`) and prints, for each cut block, its longest line; it exits
+1 if any block is cut. tests/test_screenshots.py runs it on the site where Chromium is
+installed.
 
 Chromium is the system's (`chromium`, `chromium-browser`, `google-chrome`; or
 `$CHROMIUM`), driven by its command line (`--dump-dom`, `--screenshot`): no Python
