@@ -509,12 +509,19 @@ def main(argv=None) -> list[dict]:
     args = parser.parse_args(argv)
     device = "cuda:0" if args.device == "cuda" else args.device
     args.out.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()  # the machine is shared: the figures say how busy it was
     records = measure(args.ops, args.sizes, args.modes, not args.no_compile, device)
     rows = ratio_rows(records)
     loop = loop_rows(device) if "transform_points" in args.ops else []
     (args.out / "results.json").write_text(
         json.dumps(
-            {"machine": machine(device), "records": records, "ratios": rows, "loop": loop},
+            {
+                "machine": machine(device),
+                "load average before, after": [load, os.getloadavg()],
+                "records": records,
+                "ratios": rows,
+                "loop": loop,
+            },
             indent=1,
         )
     )

@@ -1,108 +1,599 @@
-"""The performance page's figures and table, from the committed benchmark results:
-`python docs/figures.py` (the site's build runs it when its inputs changed).
+"""Every measured number the site shows, drawn from the benchmark results when it is built.
 
-Writes into docs/generated/ (git-ignored):
-- `ratios.png`: xform's time over the best peer's, per op, from the latest whole run;
-- `latest_run.md`: that run's times and ratios as a table;
-- `sizes.png`: the benchmark's own plot of time against size (`benchmarks/results.png`).
+A page asks for a figure or a table by name, on a line of its own:
+
+    <!-- measured: kinematics_speed -->
+
+and the build (docs/hooks.py) puts there what the function registered under that name
+drew from its results file in `benchmarks/`, then a line with the machine and versions
+that file records and a link to the file itself (copied into the site). Nothing measured
+is typed into a page: a new run of a benchmark redraws every figure and table it feeds,
+and tests/test_docs.py fails on a time or a ratio in a page's prose that no results file
+holds.
+
+To add one: a function of the results (the parsed JSON) that returns Markdown (a table)
+or a matplotlib figure, registered with `@measured(name, results file, command)`.
+
+`python docs/figures.py` draws them all into docs/generated/ (git-ignored); the build
+does when the results or this file changed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "docs" / "generated"
-# The latest run of the whole benchmark (benchmarks/RESULTS.md, its last section).
-LATEST_RUN = ROOT / "benchmarks" / "results_cheaper_vjps.json"
-SIZE_PLOT = ROOT / "benchmarks" / "results.png"
-SIZES = (16, 1_048_576)
-MODES = ("forward", "forward+backward")
+DOCS = ROOT / "docs"
+RESULTS = ROOT / "benchmarks"
+OUT = DOCS / "generated"
+COPIES = OUT / "results"  # the results files, served by the site
+DIRECTIVE = re.compile(
+    r"^(?P<indent>[ \t]*)<!-- measured: (?P<name>[\w-]+) -->[ \t]*$", re.M
+)
 
 
-def _digest() -> str:
-    parts = (LATEST_RUN.read_bytes(), SIZE_PLOT.read_bytes(), Path(__file__).read_bytes())
-    return hashlib.sha256(b"".join(parts)).hexdigest()
+@dataclass(frozen=True)
+class Measured:
+    name: str
+    source: str  # a results file of benchmarks/
+    command: str  # what re-measures it
+    draw: Callable[[dict], object]  # -> Markdown (str) or a matplotlib figure
 
-
-def _rows() -> list[dict]:
-    return json.loads(LATEST_RUN.read_text())["ratios"]
-
-
-def table() -> str:
-    """The latest run as a Markdown table: µs per call and the ratio to the best peer."""
-    run = json.loads(LATEST_RUN.read_text())
-    lines = [
-        f"Measured on {run['machine']} (`{LATEST_RUN.relative_to(ROOT)}`). Ratio: xform's "
-        "time over the best peer's in the same framework; below 1, xform is faster.",
-        "",
-        "| op | mode | points | torch µs | best torch peer | ratio | jax.jit µs "
-        "| best jnp peer | ratio |",
-        "|---|---|---:|---:|---|---:|---:|---|---:|",
-    ]
-    for r in _rows():
-        if r["size"] not in SIZES:
-            continue
-        lines.append(
-            f"| {r['op']} | {r['mode']} | {r['size']:,} | {r['xform torch'] * 1e6:,.0f} "
-            f"| {r['best torch peer']} | {r['torch ratio']:.2f} "
-            f"| {r['xform jax.jit'] * 1e6:,.0f} | {r['best jax peer']} | {r['jax ratio']:.2f} |"
+    @property
+    def summary(self) -> str:
+        return " ".join(
+            (self.draw.__doc__ or self.name).strip().split("\n\n")[0].split()
         )
-    return "\n".join(lines) + "\n"
 
 
-def ratio_figure(path: Path) -> None:
+REGISTRY: dict[str, Measured] = {}
+
+
+def measured(name: str, source: str, command: str):
+    """Register `draw(results) -> Markdown or figure` as the measured item `name`."""
+
+    def register(draw: Callable[[dict], object]) -> Callable[[dict], object]:
+        if name in REGISTRY:
+            raise ValueError(f"docs/figures.py: {name!r} is registered twice")
+        REGISTRY[name] = Measured(name, source, command, draw)
+        return draw
+
+    return register
+
+
+def load(source: str) -> dict:
+    return json.loads((RESULTS / source).read_text())
+
+
+# --- where and how it was measured ---------------------------------------------------------
+
+
+def machine(results: dict) -> str:
+    """The machine and versions a results file records, in words."""
+    recorded = results.get("machine", "")
+    if isinstance(recorded, str):
+        parts, loads = [recorded], results.get("load average before, after")
+    else:
+        parts = [recorded.get("platform", ""), f"{recorded.get('cpus', '?')} CPU cores"]
+        versions = recorded.get("versions")
+        if versions:
+            parts.append(
+                ", ".join(f"{name} {version}" for name, version in versions.items())
+            )
+        else:
+            parts.append("versions not recorded by this run")
+        loads = recorded.get("load average before, after")
+    if loads:
+        before, after = (f"{sample[0]:.1f}" for sample in loads)
+        parts.append(f"load average {before} before, {after} after (1 minute)")
+    return ", ".join(p for p in parts if p)
+
+
+def caption(item: Measured, prefix: str) -> str:
+    results = load(item.source)
+    link = f"[`benchmarks/{item.source}`]({prefix}generated/results/{item.source})"
+    return f"*Measured on {machine(results)}. Data: {link}, from `{item.command}`.*"
+
+
+# --- numbers as a page prints them ----------------------------------------------------------
+
+
+def microseconds(seconds: float) -> str:
+    value = seconds * 1e6
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def milliseconds(seconds: float) -> str:
+    value = seconds * 1e3
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def seconds_text(seconds: float) -> str:
+    return f"{seconds:.3g} s" if seconds < 100 else f"{seconds:,.0f} s"
+
+
+def ratio(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def span(values: list[float], form: Callable[[float], str]) -> str:
+    low, high = min(values), max(values)
+    return form(low) if form(low) == form(high) else f"{form(low)}-{form(high)}"
+
+
+def table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
+    align = align or "-" + "r" * (len(header) - 1)
+    rule = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(rule) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = _rows()
-    ops = list(dict.fromkeys(r["op"] for r in rows))
+    plt.rcParams.update({"font.size": 11, "axes.titlesize": 11, "legend.fontsize": 9})
+    return plt
+
+
+# --- the op benchmark (`python -m benchmarks`) ---------------------------------------------
+
+LATEST_CPU = "results_cheaper_vjps.json"  # the latest run of every op on the CPU
+SIZES_CPU = "results_sizes.json"  # the latest run of every size, for the first five ops
+LATEST_CUDA = "results_cuda_h100.json"  # the latest GPU run
+OP_COMMAND = "python -m benchmarks"
+ENDS = (16, 1_048_576)
+MODES = ("forward", "forward+backward")
+FRAMEWORKS = (
+    ("torch", "xform torch", "torch ratio"),
+    ("jax.jit", "xform jax.jit", "jax ratio"),
+)
+
+
+@measured("op_ratios", LATEST_CPU, OP_COMMAND)
+def op_ratios(results: dict):
+    """xform's time over the best peer's in the same framework, per op (below 1: faster)."""
     from matplotlib.ticker import FixedLocator, NullLocator
 
+    plt = _pyplot()
+    rows = results["ratios"]
+    ops = list(dict.fromkeys(r["op"] for r in rows))
     figure, axes = plt.subplots(
-        len(SIZES),
+        len(ENDS),
         len(MODES),
-        figsize=(11, 0.3 * len(ops) * len(SIZES) + 1.5),
-        sharex=True,
+        figsize=(12, 0.42 * len(ops) * len(ENDS) + 2),
         sharey=True,
     )
     axes[0][0].invert_yaxis()  # the first op on top (the axes share it: once)
-    for i, size in enumerate(SIZES):
+    ticks = [0.03, 0.1, 0.3, 1, 3, 10]
+    for i, size in enumerate(ENDS):
         for j, mode in enumerate(MODES):
             ax = axes[i][j]
-            chosen = {r["op"]: r for r in rows if r["size"] == size and r["mode"] == mode}
-            for k, (key, label) in enumerate((("torch ratio", "torch"), ("jax ratio", "jax.jit"))):
-                values = [chosen[op][key] if op in chosen else float("nan") for op in ops]
-                ax.barh([y + 0.4 * k for y in range(len(ops))], values, height=0.4, label=label)
+            chosen = {
+                r["op"]: r for r in rows if r["size"] == size and r["mode"] == mode
+            }
+            for k, (label, _, key) in enumerate(FRAMEWORKS):
+                values = [
+                    chosen[op][key] if op in chosen else float("nan") for op in ops
+                ]
+                ax.barh(
+                    [y + 0.4 * k for y in range(len(ops))],
+                    values,
+                    height=0.4,
+                    label=label,
+                )
             ax.axvline(1.0, color="k", linewidth=0.8)
             ax.set_xscale("log")
-            ax.set_xlim(0.03, 3)
-            ticks = [0.03, 0.1, 0.3, 1, 3]
+            ax.set_xlim(ticks[0], ticks[-1])
             ax.xaxis.set_major_locator(FixedLocator(ticks))
             ax.xaxis.set_minor_locator(NullLocator())
             ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
-            ax.set_title(f"{mode}, {size:,} points", fontsize=10)
-            ax.set_yticks([y + 0.2 for y in range(len(ops))], ops, fontsize=8)
+            ax.set_title(f"{mode}, {size:,} points")
+            ax.set_yticks([y + 0.2 for y in range(len(ops))], ops)
             ax.grid(True, axis="x", alpha=0.3)
-            if i == len(SIZES) - 1:
-                ax.set_xlabel("xform's time / the best peer's (below 1: xform is faster)")
-    axes[0][0].legend(fontsize=8)
+            if i == len(ENDS) - 1:
+                ax.set_xlabel("xform's time / the best peer's")
+    axes[0][0].legend(loc="lower right")
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    return figure
+
+
+@measured("op_summary", LATEST_CPU, OP_COMMAND)
+def op_summary(results: dict) -> str:
+    """Per framework, size and mode: xform's time per call and its ratio to the best peer,
+    lowest to highest over the ops, and how many ops are faster than every peer."""
+    rows = []
+    for label, time_key, ratio_key in FRAMEWORKS:
+        for size in ENDS:
+            for mode in MODES:
+                chosen = [
+                    r
+                    for r in results["ratios"]
+                    if r["size"] == size and r["mode"] == mode
+                ]
+                faster = sum(r[ratio_key] < 1 for r in chosen)
+                rows.append(
+                    [
+                        label,
+                        f"{size:,}",
+                        mode,
+                        span([r[time_key] for r in chosen], microseconds),
+                        span([r[ratio_key] for r in chosen], ratio),
+                        f"{faster} of {len(chosen)}",
+                    ]
+                )
+    header = [
+        "xform through",
+        "points",
+        "mode",
+        "µs a call",
+        "/ best peer",
+        "ops below 1",
+    ]
+    return table(header, rows, "--lrrr")
+
+
+# The columns of an op benchmark's rows: header -> (alignment, cell).
+OP_COLUMNS = {
+    "op": ("-", lambda r: r["op"]),
+    "mode": ("-", lambda r: r["mode"]),
+    "points": ("r", lambda r: f"{r['size']:,}"),
+    "torch µs": ("r", lambda r: microseconds(r["xform torch"])),
+    "best torch peer": ("-", lambda r: r["best torch peer"]),
+    "torch ratio": ("r", lambda r: ratio(r["torch ratio"])),
+    "jax.jit µs": ("r", lambda r: microseconds(r["xform jax.jit"])),
+    "best jnp peer": ("-", lambda r: r["best jax peer"]),
+    "jax.jit ratio": ("r", lambda r: ratio(r["jax ratio"])),
+    "torch GB/s": ("r", lambda r: f"{r['torch GB/s']:.3g}"),
+}
+
+
+def op_table(results: dict, columns: list[str]) -> str:
+    """The rows at 16 and 1,048,576 points, in `columns` (of OP_COLUMNS)."""
+    rows = [
+        [OP_COLUMNS[c][1](r) for c in columns]
+        for r in results["ratios"]
+        if r["size"] in ENDS
+    ]
+    return table(columns, rows, "".join(OP_COLUMNS[c][0] for c in columns))
+
+
+@measured("op_latest_run", LATEST_CPU, OP_COMMAND)
+def op_latest_run(results: dict) -> str:
+    """Every op at 16 and 1,048,576 points: µs per call and the ratio to the best peer."""
+    columns = ["op", "mode", "points", "torch µs", "best torch peer", "torch ratio"]
+    return op_table(results, columns + ["jax.jit µs", "best jnp peer", "jax.jit ratio"])
+
+
+@measured("op_backward_over_forward", LATEST_CPU, OP_COMMAND)
+def op_backward_over_forward(results: dict) -> str:
+    """Forward + backward over forward at 1,048,576 points, per op, lowest first."""
+    times = {
+        (r["op"], r["mode"]): r for r in results["ratios"] if r["size"] == ENDS[-1]
+    }
+    ops = dict.fromkeys(op for op, _ in times)
+    rows = []
+    for label, key, _ in FRAMEWORKS:
+        pairs = sorted(
+            (times[op, MODES[1]][key] / times[op, MODES[0]][key], op)
+            for op in ops
+            if (op, MODES[1]) in times and (op, MODES[0]) in times
+        )
+        rows.append(
+            [f"`{label}`", ", ".join(f"{op} {value:.2f}" for value, op in pairs)]
+        )
+    return table(["", "forward + backward / forward"], rows, "--")
+
+
+@measured("op_loop", LATEST_CPU, OP_COMMAND)
+def op_loop(results: dict) -> str:
+    """A step of a jitted `lax.fori_loop` around `transform_points` on 16 points."""
+    rows = [
+        [f"`{r['impl']}`", f"{r['step µs']:.3g}", ratio(r["ratio to best jnp"])]
+        for r in results.get("loop", [])
+    ]
+    return table(["implementation", "µs a step", "/ best jnp"], rows)
+
+
+def _size_figure(results: dict, implementations: list[str] | None = None):
+    """Time against size, one panel per op and mode, a line per implementation."""
+    plt = _pyplot()
+    records = results["records"]
+    ops = list(dict.fromkeys(r["op"] for r in records))
+    impls = implementations or list(dict.fromkeys(r["impl"] for r in records))
+    figure, axes = plt.subplots(
+        len(ops), len(MODES), figsize=(12, 3.1 * len(ops)), sharex=True, squeeze=False
+    )
+    for i, op in enumerate(ops):
+        for j, mode in enumerate(MODES):
+            ax = axes[i][j]
+            for impl in impls:
+                points = sorted(
+                    (r["size"], r["seconds"] * 1e6)
+                    for r in records
+                    if r["op"] == op and r["mode"] == mode and r["impl"] == impl
+                )
+                if points:
+                    style = "-" if impl.startswith("xform") else "--"
+                    width = 2.2 if impl.startswith("xform") else 1.2
+                    ax.plot(
+                        *zip(*points), style, marker="o", ms=3, lw=width, label=impl
+                    )
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(f"{op}, {mode}")
+            ax.grid(True, which="major", alpha=0.3)
+            if j == 0:
+                ax.set_ylabel("µs a call")
+            if i == len(ops) - 1:
+                ax.set_xlabel("points")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper center", ncol=5, frameon=False)
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.5 / len(ops) / 3.1 * 2))
+    return figure
+
+
+@measured(
+    "op_sizes",
+    SIZES_CPU,
+    f"{OP_COMMAND} --no-compile --ops transform_points batch_transform_points "
+    "pose_multiply quaternion_to_matrix matrix_to_quaternion",
+)
+def op_sizes(results: dict):
+    """Time against size on the CPU, 16 to 1,048,576 points: xform (solid) and its peers
+    (dashed), log-log."""
+    return _size_figure(results)
+
+
+@measured("cuda_sizes", LATEST_CUDA, f"{OP_COMMAND} --device cuda")
+def cuda_sizes(results: dict):
+    """Time against size on the GPU: xform (solid) and its peers (dashed), log-log."""
+    return _size_figure(results)
+
+
+@measured("cuda_table", LATEST_CUDA, f"{OP_COMMAND} --device cuda")
+def cuda_table(results: dict) -> str:
+    """The GPU run at 16 and 1,048,576 points: µs per call, ratio to the best peer, and the
+    bandwidth xform through torch reaches on the least traffic the op needs."""
+    columns = ["op", "mode", "points", "torch µs", "best torch peer", "torch ratio"]
+    return op_table(results, columns + ["jax.jit µs", "jax.jit ratio", "torch GB/s"])
+
+
+# --- kinematics (`python -m benchmarks.kinematics`) -----------------------------------------
+
+
+@measured(
+    "kinematics_speed", "results_kinematics.json", "python -m benchmarks.kinematics"
+)
+def kinematics_speed(results: dict) -> str:
+    """Panda's forward kinematics, all 13 links: ns per configuration, by batch size. "—":
+    not measured (the peers are capped at 10,000 configurations)."""
+    records = results["records"]
+    sizes = sorted({r["size"] for r in records})
+    rows = []
+    for mode in MODES:
+        impls = dict.fromkeys(r["impl"] for r in records if r["mode"] == mode)
+        for impl in impls:
+            cells = []
+            for size in sizes:
+                found = [
+                    r
+                    for r in records
+                    if (r["mode"], r["impl"], r["size"]) == (mode, impl, size)
+                ]
+                cells.append(
+                    f"{found[0]['ns per configuration']:,.0f}" if found else "—"
+                )
+            rows.append([mode, impl, *cells])
+    header = ["mode", "implementation", *(f"batch {s:,}" for s in sizes)]
+    return table(header, rows, "--" + "r" * len(sizes))
+
+
+# --- pose graphs (`python -m benchmarks.pose_graph`) -----------------------------------------
+
+POSE_GRAPHS = "results_pose_graph.json"  # every graph (CHOLMOD, a loaded machine)
+# The latest run, with the shipped default solver (PARDISO), on the three largest graphs.
+POSE_GRAPHS_LATEST = "results_pose_graph_pardiso.json"
+POSE_GRAPH_COMMAND = "python -m benchmarks.pose_graph"
+POSE_GRAPH_LATEST_COMMAND = (
+    f"{POSE_GRAPH_COMMAND} --graphs sphere2500 parking-garage manhattan --repeats 2"
+)
+
+
+@measured("pose_graph_accuracy", POSE_GRAPHS, POSE_GRAPH_COMMAND)
+def pose_graph_accuracy(results: dict) -> str:
+    """Every graph from the chordal start: GTSAM's error (chi2 / 2, its prior on pose 0
+    included) of the vertices xform wrote, against GTSAM's best and GTSAM as a user runs
+    it (chordal start, LM with default parameters); iterations after each."""
+    rows = []
+    for row in results["rows"]:
+        best = row["gtsam best error"]
+        cells = [row["graph"], f"{best:.10g}"]
+        for framework in ("torch", "jax"):
+            run = row[framework]
+            error = run["gtsam error of written vertices"]
+            cells.append(f"{error:.10g}, {run['iterations']}")
+        gtsam = row["gtsam"]
+        cells.append(f"{gtsam['error']:.10g}, {gtsam['iterations']}")
+        rows.append(cells)
+    header = [
+        "graph",
+        "GTSAM's best",
+        "xform torch",
+        "xform JAX",
+        "GTSAM, chordal + LM",
+    ]
+    return table(header, rows, "-rrrr")
+
+
+@measured("pose_graph_time", POSE_GRAPHS_LATEST, POSE_GRAPH_LATEST_COMMAND)
+def pose_graph_time(results: dict) -> str:
+    """Seconds from the chordal start to the optimum (initialisation and optimisation, the
+    median of the repeats after a warm-up run), and xform's time over GTSAM's."""
+    rows = []
+    for row in results["rows"]:
+        gtsam = row["gtsam"]["seconds"]
+        torch, jax = row["torch"]["seconds"], row["jax"]["seconds"]
+        rows.append(
+            [
+                row["graph"],
+                f"{seconds_text(gtsam)}",
+                f"{seconds_text(torch)}",
+                f"{seconds_text(jax)}",
+                f"{ratio(torch / gtsam)}, {ratio(jax / gtsam)}",
+            ]
+        )
+    header = [
+        "graph",
+        "GTSAM",
+        "xform torch",
+        "xform JAX",
+        "xform / GTSAM (torch, JAX)",
+    ]
+    return table(header, rows)
+
+
+@measured("pose_graph_split", POSE_GRAPHS_LATEST, POSE_GRAPH_LATEST_COMMAND)
+def pose_graph_split(results: dict) -> str:
+    """Milliseconds per linearisation (torch, JAX): residuals and Jacobians (xform's ops),
+    the assembly of the normal equations, the sparse solve, and the rest."""
+    rows = []
+    for row in results["rows"]:
+        parts = [row[f]["per linearisation"] for f in ("torch", "jax")]
+        rows.append(
+            [row["graph"]]
+            + [
+                f"{milliseconds(a[k])}, {milliseconds(b[k])}"
+                for a, b in [parts]
+                for k in a
+            ]
+        )
+    keys = list(results["rows"][0]["torch"]["per linearisation"])
+    return table(["graph", *keys], rows)
+
+
+@measured("pose_graph_solvers", POSE_GRAPHS_LATEST, POSE_GRAPH_LATEST_COMMAND)
+def pose_graph_solvers(results: dict) -> str:
+    """The damped normal equations at the chordal start, one thread: milliseconds for the
+    first solve (with the ordering) / the median of the next ones."""
+    solvers = list(
+        dict.fromkeys(
+            k
+            for row in results["solvers"]
+            for k, v in row.items()
+            if isinstance(v, dict)
+        )
+    )
+    rows = [
+        [f"{row['graph']} ({row['unknowns']:,})"]
+        + [
+            f"{milliseconds(row[s]['first'])} / {milliseconds(row[s]['next'])}"
+            if s in row
+            else "—"
+            for s in solvers
+        ]
+        for row in results["solvers"]
+    ]
+    return table(["graph (unknowns)", *solvers], rows)
+
+
+# --- inverse kinematics and bundle adjustment ------------------------------------------------
+
+
+@measured(
+    "inverse_kinematics",
+    "results_inverse_kinematics.json",
+    "python -m benchmarks.inverse_kinematics",
+)
+def inverse_kinematics(results: dict) -> str:
+    """1,000 Panda targets: how many each method reached (1e-6 m and 1e-6 rad) and in what
+    time (one timed run after a warm-up)."""
+    rows = [
+        [
+            name,
+            f"{run['reached']}/{run['targets']}",
+            seconds_text(run["seconds median"]),
+        ]
+        for name, run in results["summary"].items()
+    ]
+    return table(["method", "reached", "time"], rows, "-rr")
+
+
+BAL = "results_bundle_adjustment.json"
+BAL_COMMAND = "python -m benchmarks.bundle_adjustment"
+
+
+@measured("bundle_adjustment", BAL, BAL_COMMAND)
+def bundle_adjustment(results: dict) -> str:
+    """Ladybug-49, the same number of Levenberg–Marquardt iterations each: the cost every
+    method reached (one evaluator for all) and its time (median of the repeats; the
+    fastest in brackets), over the faster peer's."""
+    rows = []
+    for name, run in results["summary"].items():
+        if not isinstance(run, dict):
+            continue
+        rows.append(
+            [
+                name,
+                f"{run['cost']:,.3f}",
+                str(run["iterations"]),
+                f"{seconds_text(run['seconds median'])} ({seconds_text(run['seconds min'])})",
+                ratio(run["ratio to fastest peer"]),
+            ]
+        )
+    header = ["method", "cost", "iterations", "time", "/ the faster peer"]
+    return table(header, rows)
+
+
+@measured("bundle_adjustment_split", BAL, BAL_COMMAND)
+def bundle_adjustment_split(results: dict) -> str:
+    """Milliseconds per linearisation, xform through PyTorch and through JAX."""
+    runs = {n: r for n, r in results["summary"].items() if "per linearisation" in r}
+    parts = list(next(iter(runs.values()))["per linearisation"])
+    rows = [
+        [part, *(milliseconds(run["per linearisation"][part]) for run in runs.values())]
+        for part in parts
+    ]
+    return table(["part", *runs], rows)
+
+
+# --- drawing ---------------------------------------------------------------------------------
+
+
+def _digest() -> str:
+    parts = [Path(__file__).read_bytes()]
+    parts += [
+        (RESULTS / s).read_bytes()
+        for s in sorted({m.source for m in REGISTRY.values()})
+    ]
+    return hashlib.sha256(b"".join(parts)).hexdigest()
 
 
 def draw() -> None:
-    OUT.mkdir(exist_ok=True)
-    ratio_figure(OUT / "ratios.png")
-    (OUT / "latest_run.md").write_text(table())
-    shutil.copyfile(SIZE_PLOT, OUT / "sizes.png")
+    """Draw every registered item into docs/generated/ and copy its results file there."""
+    if OUT.exists():
+        shutil.rmtree(OUT)
+    COPIES.mkdir(parents=True)
+    for item in REGISTRY.values():
+        shutil.copyfile(RESULTS / item.source, COPIES / item.source)
+        drawn = item.draw(load(item.source))
+        if isinstance(drawn, str):
+            (OUT / f"{item.name}.md").write_text(drawn.rstrip() + "\n")
+        else:
+            drawn.savefig(OUT / f"{item.name}.png", dpi=110)
+            import matplotlib.pyplot as plt
+
+            plt.close(drawn)
     (OUT / "stamp").write_text(_digest())
 
 
@@ -112,6 +603,40 @@ def draw_stale() -> None:
     stamp = OUT / "stamp"
     if not stamp.exists() or stamp.read_text() != _digest():
         draw()
+
+
+def expand(markdown: str, page: str) -> str:
+    """`markdown` (of the page at `page`, relative to docs/) with each directive replaced by
+    its item and caption, indented as the directive was (inside an admonition, say)."""
+    prefix = "../" * page.count("/")
+
+    def item_text(match: re.Match) -> str:
+        name = match["name"]
+        if name not in REGISTRY:
+            raise ValueError(
+                f"{page}: no measured item {name!r} (docs/figures.py has "
+                f"{', '.join(sorted(REGISTRY))})"
+            )
+        item = REGISTRY[name]
+        if (OUT / f"{name}.md").exists():
+            body = (OUT / f"{name}.md").read_text().rstrip()
+        else:
+            body = f"![{item.summary}]({prefix}generated/{name}.png)"
+        text = f"{body}\n\n{item.summary} {caption(item, prefix)}"
+        return "\n".join(
+            match["indent"] + line if line else "" for line in text.split("\n")
+        )
+
+    return DIRECTIVE.sub(item_text, markdown)
+
+
+def used_sources(text: str) -> set[str]:
+    """The results files whose items a page shows."""
+    return {
+        REGISTRY[m["name"]].source
+        for m in DIRECTIVE.finditer(text)
+        if m["name"] in REGISTRY
+    }
 
 
 if __name__ == "__main__":

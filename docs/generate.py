@@ -74,13 +74,17 @@ def _shape(batch, element) -> str:
 def _derivative(op: xform.Op) -> str:
     if not op.differentiable:
         return "none: the results are marked non-differentiable (PyTorch: no grad; JAX: zero)"
-    closed = [name for name, f in (("tangent", op.tangent), ("VJP", op.vjp)) if f is not None]
+    closed = [
+        name for name, f in (("tangent", op.tangent), ("VJP", op.vjp)) if f is not None
+    ]
     derived = [name for name in ("tangent", "VJP") if name not in closed]
     parts = []
     if closed:
         parts.append(" and ".join(closed) + " in closed form")
     if derived:
-        parts.append(" and ".join(derived) + " from Warp's adjoint of the element function")
+        parts.append(
+            " and ".join(derived) + " from Warp's adjoint of the element function"
+        )
     parts += [
         f"`{o.name}` prepared by `{o.prepare.name}` (its derivatives chain `{o.prepare.name}`'s)"
         for o in op.operands
@@ -93,18 +97,31 @@ def _derivative(op: xform.Op) -> str:
 
 
 def _table(header: str, rows: list[tuple[str, str]]) -> list[str]:
-    return [f"| {header} | shape |", "|---|---|", *(f"| `{n}` | `{s}` |" for n, s in rows)]
+    return [
+        f"| {header} | shape |",
+        "|---|---|",
+        *(f"| `{n}` | `{s}` |" for n, s in rows),
+    ]
 
 
 def op_section(op: xform.Op) -> str:
     arguments = ", ".join(o.name for o in op.operands)
-    lines = [f"### `{op.name}({arguments})`", "", _text(op.formula), ""]
+    lines = [
+        f"### `{op.name}({arguments})` {{ #{op.name} }}",
+        "",
+        _text(op.formula),
+        "",
+    ]
     lines += _table("argument", [(o.name, o.expected_shape()) for o in op.operands])
     lines += [""]
-    lines += _table("result", [(r.name, _shape(r.batch, r.element)) for r in op.results])
+    lines += _table(
+        "result", [(r.name, _shape(r.batch, r.element)) for r in op.results]
+    )
     lines += ["", f"Derivatives: {_derivative(op)}.", ""]
     if op.result_buffers or op.gradient_buffers:
-        buffers = ", ".join(f"`{b}`" for b in (*op.result_buffers, *op.gradient_buffers))
+        buffers = ", ".join(
+            f"`{b}`" for b in (*op.result_buffers, *op.gradient_buffers)
+        )
         lines += [f"cuRobo's optional buffers (PyTorch): {buffers}.", ""]
     return "\n".join(lines)
 
@@ -138,15 +155,19 @@ def _code_shape(text: str) -> str:
 
 def family_section(family: Composite) -> str:
     """A function over ops (a static choice among them, or a chain), from its docstring."""
-    heading = f"### `{family.name}{family.signature}`"
+    heading = f"### `{family.name}{family.signature}` {{ #{family.name} }}"
     parts = _DOC.fullmatch(family.doc)
     if parts is None:  # a docstring of another layout: as it is
         return "\n".join([heading, "", "```text", family.doc, "```", ""])
     lines = [heading, "", _text(parts["formula"]), ""]
     lines += ["| argument | shape or values |", "|---|---|"]
-    lines += [f"| `{n}` | {_code_shape(text)} |" for n, text in _entries(parts["arguments"])]
+    lines += [
+        f"| `{n}` | {_code_shape(text)} |" for n, text in _entries(parts["arguments"])
+    ]
     lines += ["", "| result | shape |", "|---|---|"]
-    lines += [f"| `{n}` | {_code_shape(text)} |" for n, text in _entries(parts["results"])]
+    lines += [
+        f"| `{n}` | {_code_shape(text)} |" for n, text in _entries(parts["results"])
+    ]
     ops = len(family.members)
     lines += [
         "",

@@ -3,8 +3,10 @@
 Before each build:
 - the tutorials run (`docs/tutorials/run.py`) where their pages are missing or older than
   their scripts: each page holds the script's code, its output and its figures;
-- the performance figures are drawn from the benchmark results (`docs/figures.py`) into
-  docs/generated/, with the plot the benchmark itself wrote (`benchmarks/results.png`).
+- the figures and tables of measured numbers are drawn from the benchmark results
+  (`docs/figures.py`) into docs/generated/; each page's `<!-- measured: NAME -->` lines
+  become them as the page is read.
+After it, the site records what it was built from (`site_is_current`).
 
 All of it is git-ignored, so a fresh clone builds it once and the site always shows what
 the code does today.
@@ -34,7 +36,9 @@ class _GeneratedAll(logging.Filter):
     and tests/test_docs.py checks that every name of `__all__` has an entry."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "Unsupported item in xform.__all__: _FUNCTIONS" not in record.getMessage()
+        return (
+            "Unsupported item in xform.__all__: _FUNCTIONS" not in record.getMessage()
+        )
 
 
 def on_startup(command, dirty, **kwargs):
@@ -45,3 +49,73 @@ def on_startup(command, dirty, **kwargs):
 def on_pre_build(config, **kwargs):
     _load(DOCS / "tutorials" / "run.py").run_stale()
     _load(DOCS / "figures.py").draw_stale()
+
+
+def on_page_markdown(markdown: str, page, **kwargs) -> str:
+    """Each `<!-- measured: NAME -->` line becomes its figure or table (docs/figures.py)."""
+    figures = sys.modules.get("xform_docs_figures") or _load(DOCS / "figures.py")
+    return figures.expand(markdown, page.file.src_uri)
+
+
+# --- what a site was built from --------------------------------------------------------------
+
+ROOT = DOCS.parent
+# What the site shows: the pages and their scripts, the code its reference and tutorials
+# read, the examples they import, the data and the benchmark results they draw.
+SOURCES = (
+    "mkdocs.yml",
+    "docs",
+    "xform",
+    "backends",
+    "interop_examples",
+    "data",
+    "benchmarks",
+)
+BUILT_FROM = (
+    ".built-from"  # in the site folder: the digest of SOURCES it was built from
+)
+
+
+def _source_files() -> list[Path]:
+    """The tracked and untracked-but-not-ignored files under SOURCES (git's view, so that
+    the generated pages, caches and virtual environments do not count)."""
+    import subprocess
+
+    listed = subprocess.run(
+        [
+            "git",
+            "ls-files",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+            "-z",
+            *SOURCES,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    return sorted(ROOT / name for name in listed.split("\0") if name)
+
+
+def sources_digest() -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in _source_files():
+        if path.is_file():
+            digest.update(
+                str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes()
+            )
+    return digest.hexdigest()
+
+
+def site_is_current(site: Path) -> bool:
+    """Whether `site` was built from the sources as they are now (tests/test_reference.py
+    reads the site CI built rather than building it again)."""
+    stamp = site / BUILT_FROM
+    return stamp.is_file() and stamp.read_text() == sources_digest()
+
+
+def on_post_build(config, **kwargs):
+    (Path(config["site_dir"]) / BUILT_FROM).write_text(sources_digest())

@@ -71,9 +71,10 @@ def reprojection(pose, intrinsics, point, observation):
 def reprojection_jacobians(pose, intrinsics, point, observation):
     """The residual and its Jacobians in closed form (the chain rule through the camera
     model; `jacobians="closed-form"`): in the pose's right perturbation
-    `[rho, omega]`, `dP/drho = R` and `dP/domega = -R [X]x` (P = R X + t); in the point,
-    `dP/dX = R`; then `dp/dP` of the division and `d pred/dp = f (r I + 2 (k1 + 2 k2 |p|^2)
-    p p^T)` of the distortion, and the intrinsics' `[r p, f |p|^2 p, f |p|^4 p]`."""
+    `[rho, omega]`, `dP/drho = R` and `dP/domega = -R [X]x` (P = R X + t); in the
+    point, `dP/dX = R`; then `dp/dP` of the division and
+    `d pred/dp = f (r I + 2 (k1 + 2 k2 |p|^2) p p^T)` of the distortion, and the
+    intrinsics' `[r p, f |p|^2 p, f |p|^4 p]`."""
     xp = _namespace(point)
     rotation = pose.rotation().as_matrix()  # (k, 3, 3)
     camera_point = pose @ point
@@ -100,7 +101,12 @@ def reprojection_jacobians(pose, intrinsics, point, observation):
     d_point = d_pred @ d_p @ rotation  # (k, 2, 3)
     x, y, w = point[..., 0], point[..., 1], point[..., 2]
     hat = xp.stack(
-        [xp.stack([zero, -w, y], -1), xp.stack([w, zero, -x], -1), xp.stack([-y, x, zero], -1)], -2
+        [
+            xp.stack([zero, -w, y], -1),
+            xp.stack([w, zero, -x], -1),
+            xp.stack([-y, x, zero], -1),
+        ],
+        -2,
     )
     d_pose = xp.concatenate([d_point, -(d_point @ hat)], -1)  # (k, 2, 6)
     d_intrinsics = xp.stack([radial * p, f * r2 * p, f * r2 * r2 * p], -1)  # (k, 2, 3)
@@ -117,7 +123,12 @@ def _namespace(array):
     return jnp
 
 
-def build(bal: BalProblem, framework: str, loss: str = "none", jacobians: str = "closed-form"):
+def build(
+    bal: BalProblem,
+    framework: str,
+    loss: str = "none",
+    jacobians: str = "closed-form",
+):
     array, group = framework_arrays(framework)
     rotations = SO3.exp(bal.cameras[:, :3])
     poses = SE3.from_rotation_and_translation(rotations, bal.cameras[:, 3:6])

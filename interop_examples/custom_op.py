@@ -28,7 +28,7 @@ PROJECT = xform.define_op(
     project,
     operands={"position": (3,), "quaternion": (4,), "point": (3,), "focal": ()},
     results={"pixel": (2,)},
-    doc="focal * (x, y) / z, with (x, y, z) = R(q)^T (p - t): a pinhole camera at (t, q).",
+    doc="focal * (x, y) / z, (x, y, z) = R(q)^T (p - t): a pinhole camera at (t, q)",
 )
 
 

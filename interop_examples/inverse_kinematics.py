@@ -91,10 +91,10 @@ def residual_of(chain: Chain):
         return (target.inverse() @ tool).log()
 
     def jacobian(q, finger, target):
-        """The residual and its Jacobian in q from the chain's own: `chain.jacobian` gives
-        the tool's velocity in the base frame ([v; w]); its right-perturbation tangent is
-        that velocity in the tool's frame (`R^T v`, `R^T w`), and the residual moves by
-        `J_r^-1(r)` of it (`error.jlog()`)."""
+        """The residual and its Jacobian in q from the chain's own: `chain.jacobian`
+        gives the tool's velocity in the base frame ([v; w]); its right-perturbation
+        tangent is that velocity in the tool's frame (`R^T v`, `R^T w`), and the
+        residual moves by `J_r^-1(r)` of it (`error.jlog()`)."""
         full = _concatenate([q, finger], -1)
         tool = chain.forward_kinematics(full, links=[TOOL])[..., 0]
         error = target.inverse() @ tool
@@ -145,10 +145,20 @@ def torch_solver(panda: Panda):
     def solve(start: np.ndarray, target: SE3) -> np.ndarray:
         count = len(start)
         problem = optim.Problem(batch=count)
-        q = problem.variables(torch.from_numpy(start[:, None, :]), lower=lower, upper=upper)
+        q = problem.variables(
+            torch.from_numpy(start[:, None, :]),
+            lower=lower,
+            upper=upper,
+        )
         finger = torch.full((count, 1, 1), FINGER, dtype=torch.float64)
         goal = target.reshape(count, 1).to_torch()
-        problem.add(residual, q[:], data=(finger, goal), jacobian_fn=jacobian, name="tool pose")
+        problem.add(
+            residual,
+            q[:],
+            data=(finger, goal),
+            jacobian_fn=jacobian,
+            name="tool pose",
+        )
         result = optim.solve(problem, max_iterations=ITERATIONS, damping=1e-3)
         return result.values(q)[:, 0].numpy()
 
@@ -168,7 +178,11 @@ def jax_solver(panda: Panda):
         q = problem.variables(start[None], lower=lower, upper=upper)
         finger = jnp.full((1, 1), FINGER)
         problem.add(
-            residual, q[:], data=(finger, goal.reshape(1)), jacobian_fn=jacobian, name="tool pose"
+            residual,
+            q[:],
+            data=(finger, goal.reshape(1)),
+            jacobian_fn=jacobian,
+            name="tool pose",
         )
         return optim.solve(problem, max_iterations=ITERATIONS, damping=1e-3).values(q)[0]
 

@@ -6,9 +6,7 @@
   is not meant to run says so in its fence: ```bash, ```text, or ```{.python .no-run}.
   (The tutorials in docs/tutorials/ are scripts that the site's build runs.)
 - docs/api.md is generated from the op table (`python docs/generate.py`).
-- Every public name, that is every name in `__all__` of `xform` and of its backends, has
-  a reference entry: an op in docs/api.md, or a `::: name` (mkdocstrings) or a heading
-  naming it on a page.
+- (tests/test_reference.py checks that the built site has an entry for every public name.)
 """
 
 from __future__ import annotations
@@ -17,7 +15,10 @@ import contextlib
 import importlib
 import importlib.util
 import io
+import json
 import re
+import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,55 +174,167 @@ def test_api_reference_is_generated_from_the_op_table():
     )
 
 
-# --- every public name has an entry -------------------------------------------------------------
+# --- measured figures -----------------------------------------------------------------------
 
-# A module's names are documented by `::: <prefix>.<name>` or a heading `xform.<...>.<name>`.
-MODULES = {
-    "xform": ("xform", "xform"),
-    "xform.backends.torch": ("backends.torch", "xform.backends.torch"),
-    "xform.backends.jax": ("backends.jax", "xform.backends.jax"),
-    "xform.backends.bridges": ("backends.bridges", "xform.backends.bridges"),
-}
-# The op reference documents each op for xform and both adapters.
-OP_FRONT_ENDS = ("xform", "xform.backends.torch", "xform.backends.jax")
-
-
-def reference_entries() -> tuple[set[str], set[tuple[str, str]]]:
-    """The ops of docs/api.md, and the (module, name) pairs that pages document."""
-    ops = set(re.findall(r"^### `(\w+)\(", (DOCS / "api.md").read_text(), re.M))
-    entries = set()
-    for page in sorted(DOCS.rglob("*.md")):
-        text = page.read_text()
-        for module, (directive, qualified) in MODULES.items():
-            for prefix in {directive, qualified}:
-                pattern = rf"^(?:::: |#+ `){re.escape(prefix)}\.(\w+)(?:`|\s*$)"
-                entries |= {(module, name) for name in re.findall(pattern, text, re.M)}
-    return ops, entries
+RESULTS = ROOT / "benchmarks"
+NUMBER = r"\d[\d,]*(?:\.\d+)?"
+# A time (ns to s) or a ratio (`0.58x`; not a dimension such as `7 x 7`), alone or as a
+# range (`0.15-0.88x`, `1 to 4 s`), in a page's prose.
+QUOTED = re.compile(
+    rf"(?<![\w.\-/])(?P<low>{NUMBER})(?:\s*(?:-|–|to)\s*(?P<high>{NUMBER}))?"
+    r"\s?(?P<unit>ns|µs|us|ms|s|x(?!\s*[\d(]))(?![\w/^])"
+)
+SCALE = {"ns": 1e9, "µs": 1e6, "us": 1e6, "ms": 1e3, "s": 1.0, "x": 1.0}
 
 
-def missing_entries(module: str, exported) -> list[str]:
-    ops, entries = reference_entries()
-    return [
-        name
-        for name in exported
-        if (module, name) not in entries and not (module in OP_FRONT_ENDS and name in ops)
-    ]
+def measured_values(sources) -> list[float]:
+    """Every number of the results files `sources` (names in benchmarks/)."""
+    found: list[float] = []
+
+    def walk(value):
+        if isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            found.append(float(value))
+
+    for source in sorted(sources):
+        walk(json.loads((RESULTS / source).read_text()))
+    return found
 
 
-@pytest.mark.parametrize("module", MODULES)
-def test_every_public_name_has_a_reference_entry(module):
-    missing = missing_entries(module, importlib.import_module(module).__all__)
-    assert not missing, (
-        f"{module}.__all__ names {missing} without a reference entry: give each one a "
-        f"`::: {MODULES[module][0]}.<name>` on a page of docs/ (docs/reference.md, or the "
-        "page of its feature), or, for an op, add it to xform.ops.FAMILIES and run "
-        "`python docs/generate.py`"
+def held(quoted: str, unit: str, values: list[float]) -> bool:
+    """Whether a results file holds `quoted` (as printed, in `unit`): a value in seconds
+    that rounds to it in that unit, or one stored in that unit (`ns per configuration`,
+    `step µs`) or a ratio that rounds to it."""
+    number = float(quoted.replace(",", ""))
+    decimals = len(quoted.split(".")[1]) if "." in quoted else 0
+    half = 0.5 * 10.0**-decimals * (1 + 1e-9)
+    return any(
+        abs(value * scale - number) <= half for value in values for scale in {SCALE[unit], 1.0}
     )
 
 
-def test_a_name_without_an_entry_is_missing():
-    assert missing_entries("xform", ["define_op", "OPS", "so3_exp", "NotDocumented"]) == [
-        "NotDocumented"
+def quoted_figures(text: str) -> list[tuple[int, str, str, str]]:
+    """(line, the figure as written, its number, its unit) of each time or ratio in the
+    prose of a page: not in code blocks (programs and their output) and not the
+    `<!-- measured: NAME -->` lines, which the build replaces with figures it draws."""
+    prose = FENCE.sub(lambda m: "\n" * m.group().count("\n"), text)
+    figures = []
+    for match in QUOTED.finditer(prose):
+        line = prose.count("\n", 0, match.start()) + 1
+        for number in (match["low"], match["high"]):
+            if number:
+                figures.append((line, match.group(), number, match["unit"]))
+    return figures
+
+
+# The tutorials' pages are made from these scripts: their docstrings and comments are
+# the pages' prose.
+TUTORIALS = sorted((DOCS / "tutorials").glob("[!_]*.py"))
+TUTORIALS.remove(DOCS / "tutorials" / "run.py")
+
+
+def prose_of(page: Path) -> str:
+    """A page's text; of a tutorial script, its docstring and comment lines (the code
+    blanked, so that line numbers stay the script's)."""
+    text = page.read_text()
+    if page.suffix != ".py":
+        return text
+    import ast
+
+    module = ast.parse(text)
+    docstring_end = module.body[0].end_lineno if ast.get_docstring(module) else 0
+    return "\n".join(
+        line if number <= docstring_end or line.lstrip().startswith("#") else ""
+        for number, line in enumerate(text.splitlines(), 1)
+    )
+
+
+def test_pages_quote_no_figure_that_no_results_file_holds():
+    """Measured numbers come from benchmarks/results*.json, drawn into the pages when the
+    site is built (`<!-- measured: NAME -->`, docs/figures.py); a time or ratio typed into
+    a page goes stale with the next run, so each one must be a number a results file
+    holds, as printed."""
+    figures = _load_figures()
+    unheld = []
+    for page in PAGES + TUTORIALS:
+        text = prose_of(page)
+        # The page's results files: those its figures are drawn from and those it names.
+        sources = figures.used_sources(text) | set(re.findall(r"results\w*\.json", text))
+        values = measured_values(s for s in sources if (RESULTS / s).is_file())
+        unheld += [
+            f"{page.relative_to(ROOT)}:{line}: {written}"
+            for line, written, number, unit in quoted_figures(text)
+            if not held(number, unit, values)
+        ]
+    assert not unheld, (
+        f"{len(unheld)} figures quoted by hand that no results file holds (draw them from "
+        "the results with `<!-- measured: NAME -->`, docs/figures.py):\n" + "\n".join(unheld)
+    )
+
+
+def test_a_figure_no_results_file_holds_is_found():
+    values = [0.000123456, 0.58, 15523.499]
+    text = (
+        "It takes 123 µs (0.58x the peer's), 15,523 ns a configuration.\n"
+        "```python\nprint('9.9 s')\n```\n<!-- measured: op_ratios -->\n"
+        "A 7 x 7 system, 4x^2, 2.5x faster, 8 to 9 s.\n"
+    )
+    figures = quoted_figures(text)
+    assert [(line, number, unit) for line, _, number, unit in figures] == [
+        (1, "123", "µs"),
+        (1, "0.58", "x"),
+        (1, "15,523", "ns"),
+        (6, "2.5", "x"),
+        (6, "8", "s"),
+        (6, "9", "s"),
     ]
-    assert missing_entries("xform.backends.torch", ["TransformPoint", "so3_exp"]) == []
-    assert missing_entries("xform.backends.bridges", ["so3_exp"]) == ["so3_exp"]
+    assert [held(n, u, values) for _, _, n, u in figures] == [True] * 3 + [False] * 3
+    assert not held("124", "µs", values) and not held("0.6", "x", [0.66])
+    assert held("0.6", "x", [0.64])
+
+
+def test_no_page_speaks_of_issues_or_the_spec():
+    """The pages are for users: the project's issues and its SPEC are not theirs to read."""
+    mentions = [
+        f"{page.relative_to(ROOT)}:{number}: {line.strip()}"
+        for page in PAGES + TUTORIALS + [DOCS / "api.md"]
+        for number, line in enumerate(prose_of(page).splitlines(), 1)
+        if re.search(r"\bissues?\b|\bSPEC\b|\bthis wave\b", line, re.I)
+    ]
+    assert not mentions, "\n".join(mentions)
+
+
+def test_every_measured_directive_names_a_figure():
+    figures = _load_figures()
+    for page in PAGES:
+        for match in figures.DIRECTIVE.finditer(page.read_text()):
+            assert match["name"] in figures.REGISTRY, (page.name, match["name"])
+    with pytest.raises(ValueError, match="no measured item 'nonesuch'"):
+        figures.expand("<!-- measured: nonesuch -->\n", "page.md")
+
+
+def _load_figures():
+    name = "xform_docs_figures"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, DOCS / "figures.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def test_docs_code_is_formatted_at_the_page_width():
+    """The pages' Python blocks and the tutorial scripts at 88 columns (docs/ruff.toml):
+    wider lines are cut behind a scroll bar at 1280 px (docs/screenshots.py)."""
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    if not Path(ruff).exists():
+        pytest.skip("ruff is not installed")
+    checked = subprocess.run(
+        [ruff, "format", "--check", "docs"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -11,7 +11,8 @@ import pytest
 from xform import SE2, SE3, manifold
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "pose_graphs"
+DATA = REPO / "data" / "pose_graphs"  # the small graphs shipped with the repository
+SHARED = REPO.parent / "shared" / "data" / "pose_graphs"  # all of the benchmark's
 sys.path.insert(0, str(REPO / "interop_examples"))
 
 import pose_graph  # noqa: E402
@@ -24,7 +25,7 @@ from posegraph.problem import make_problem  # noqa: E402
 from xform.optim._sparse import available_solvers, block_pattern, make_solver  # noqa: E402
 from xform.optim.g2o import G2oGraph, format_g2o, read_g2o, write_g2o  # noqa: E402
 
-needs_data = pytest.mark.skipif(not DATA.exists(), reason=f"no pose-graph data at {DATA}")
+needs_shared = pytest.mark.skipif(not SHARED.exists(), reason=f"no pose-graph data at {SHARED}")
 
 
 def random_quaternions(rng, count):
@@ -216,7 +217,6 @@ def test_round_trip_is_exact(rng, tmp_path):
     assert_same_graph(read_g2o(path), graph_2d)
 
 
-@needs_data
 @pytest.mark.parametrize("name", ["smallGrid3D", "MIT"])
 def test_round_trip_of_a_file(tmp_path, name):
     graph = read_g2o(DATA / f"{name}.g2o")
@@ -430,7 +430,6 @@ def gtsam_error_of_file(path: Path, written: Path, is_3d: bool) -> float:
     return graph.error(values)
 
 
-@needs_data
 @pytest.mark.parametrize("framework_name", ["torch", "jax"])
 @pytest.mark.parametrize("name", ["tinyGrid3D", "smallGrid3D", "MIT"])
 def test_reaches_gtsam_optimum(tmp_path, name, framework_name):
@@ -447,7 +446,6 @@ def test_reaches_gtsam_optimum(tmp_path, name, framework_name):
     np.testing.assert_allclose(error, result.chi2 / 2, rtol=1e-8)
 
 
-@needs_data
 def test_file_without_vertices_starts_from_odometry(tmp_path):
     """tinyGrid3D with its vertex lines removed: read, started from odometry (also under
     --init file), and optimised to the same optimum."""
@@ -476,7 +474,7 @@ def test_command_line(tmp_path, capsys):
     np.testing.assert_allclose(written.vertex_positions, graph.vertex_positions, atol=1e-9)
 
 
-@needs_data
+@needs_shared
 def test_benchmark_runs_on_the_smallest_graph(tmp_path, monkeypatch):
     """benchmarks/pose_graph.py must not rot: one repeat on tinyGrid3D."""
     pytest.importorskip("gtsam")

@@ -82,6 +82,8 @@ class Operand:
     differentiable: bool = True
 
     def expected_shape(self) -> str:
+        """The shape this operand takes, as messages and the op reference spell it:
+        `(..., 4)`, or cuRobo's single pose `(3,) or (1, 3)`."""
         if self.single:
             return f"{self.element} or {(1, *self.element)}"
         return "(" + ", ".join([*self.batch, *map(str, self.element)]) + ")"
@@ -133,36 +135,45 @@ class Op:
     """
 
     name: str
+    """The op's name: its function's in `xform` and the backends, and its key in `OPS`."""
     function: wp.Function
+    """The Warp element function: the op's maths, over one element of each operand."""
     operands: tuple[Operand, ...]
+    """The array operands, in the function's order."""
     results: tuple[Result, ...]
+    """The array results, in order."""
     formula: str
+    """The maths in words (`define_op`'s `doc`), which opens the op's docstring."""
     tangent: wp.Function | None = None
+    """The closed-form tangent element function, or None (Warp's adjoint then serves)."""
     vjp: wp.Function | None = None
-    # The section of the op reference that lists it ("" for none).
+    """The closed-form VJP element function, or None (Warp's adjoint then serves)."""
     family: str = ""
-    # Kernels loop over runs of launch indices: a CPU thread's run, and a GPU thread's in a
-    # VJP that adds into a shared gradient (see _launch/codegen.py and launch/tiles.py).
+    """The section of the op reference that lists it ("" for none)."""
     runs: bool = False
-    # An element's weight relative to a small rotation's: CPU launches split over the
-    # threads from `PARALLEL_MIN_ELEMENTS / work` elements.
+    """Kernels loop over runs of launch indices: a CPU thread's run, and a GPU thread's in
+    a VJP that adds into a shared gradient (see _launch/codegen.py and launch/tiles.py)."""
     work: float = 1.0
-    # cuRobo's optional preallocated buffers, in its order: result buffers, then
-    # gradient buffers (the PyTorch adapter's functional API takes them).
+    """An element's weight relative to a small rotation's: CPU launches split over the
+    threads from `PARALLEL_MIN_ELEMENTS / work` elements."""
     result_buffers: tuple[str, ...] = ()
+    """cuRobo's optional preallocated result buffers, in its order (the PyTorch adapter's
+    functional API takes them)."""
     gradient_buffers: tuple[str, ...] = ()
-    # Unique among all ops defined in this process: names Warp modules and custom ops.
+    """cuRobo's optional preallocated gradient buffers, after the result buffers."""
     key: str = ""
-    # Each framework adapter's function of this op, by framework, made once: a plain
-    # attribute, so that torch.compile traces a call through it without re-making it.
+    """Unique among all ops defined in this process: names Warp modules and custom ops."""
     adapters: dict[str, Callable] = field(default_factory=dict, repr=False)
-    # For a product of another op (`_products.py`): that op and the product. A product's
-    # own derivatives are second derivatives of that op; a product is never
-    # differentiated twice.
+    """Each framework adapter's function of this op, by framework, made once: a plain
+    attribute, so that torch.compile traces a call through it without re-making it."""
     product_of: tuple[Op, Product] | None = field(default=None, repr=False)
+    """For a product of another op (`_products.py`): that op and the product. A product's
+    own derivatives are second derivatives of that op; a product is never differentiated
+    twice."""
 
     @property
     def differentiable(self) -> bool:
+        """Whether any operand is differentiable (else the results are constants)."""
         return any(o.differentiable for o in self.operands)
 
     @functools.cached_property
@@ -190,10 +201,12 @@ class Op:
 
     @property
     def differentiable_operands(self) -> tuple[str, ...]:
+        """The names of the operands the op is differentiable in, in order."""
         return tuple(o.name for o in self.operands if o.differentiable)
 
     @functools.cached_property
     def signature(self) -> inspect.Signature:
+        """The op's Python signature: its operands, in order (`help(op)` shows it)."""
         return inspect.Signature(
             [
                 inspect.Parameter(o.name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -231,11 +244,11 @@ class _OpDoc:
 
     def __get__(self, op: Op | None, cls: type) -> str:
         if op is None:
-            return cls.class_doc
+            return cls._class_doc
         return op.docstring("none (not differentiable)")
 
 
-Op.class_doc = Op.__doc__
+Op._class_doc = Op.__doc__
 Op.__doc__ = _OpDoc()  # type: ignore[assignment]
 
 

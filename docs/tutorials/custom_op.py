@@ -6,45 +6,36 @@ a world point seen from a camera at pose `(t, q)`, in pixels. We check its deriv
 against finite differences, then use it to find a camera's pose from the pixels where it
 sees known points (a small perspective-n-point problem).
 
-It builds on `interop_examples/custom_op.py`, which runs in CI with tighter checks.
+Its op is the one of `interop_examples/custom_op.py` (imported, shown here), which runs
+in CI with tighter checks.
 """
 
 # %% The element function
 # An op's maths is a `@wp.func` over one element of each operand: here a position
 # `(3,)`, a quaternion `(4,)`, a point `(3,)` and a focal length `()`. It is generic in
 # the scalar type (`typing.Any`), so that float32 and float64 kernels come from it, and
-# it may call xform's own element functions, such as `quat_to_matrix`.
-from typing import Any
+# it may call xform's own element functions, such as `quat_to_matrix`. This tutorial
+# imports it from the example, `interop_examples/custom_op.py`:
+#| include: interop_examples/custom_op.py project
+import sys
+from pathlib import Path
 
 import jax
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
-import warp as wp
-
 import xform
-from xform.ops.quaternion import quat_to_matrix
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "interop_examples"))
+from custom_op import PROJECT  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)  # float64 in JAX too, for the checks below
-
-
-@wp.func
-def project(position: Any, quaternion: Any, point: Any, focal: Any):
-    camera = wp.transpose(quat_to_matrix(quaternion)) @ (point - position)
-    return focal * wp.vector(camera[0], camera[1]) / camera[2]
-
 
 # %% The op
 # `define_op` names the operands and results with their element shapes, in order. The
 # kernels (forward, VJP, tangent; float32 and float64), the shape checks and
 # broadcasting, and each framework's function come from this.
-PROJECT = xform.define_op(
-    "project",
-    project,
-    operands={"position": (3,), "quaternion": (4,), "point": (3,), "focal": ()},
-    results={"pixel": (2,)},
-    doc="focal * (x, y) / z, with (x, y, z) = R(q)^T (p - t): a pinhole camera at (t, q).",
-)
+#| include: interop_examples/custom_op.py PROJECT
 print(PROJECT)
 
 # %% One op, every array type
@@ -60,8 +51,14 @@ args = [position, quaternion, points, focal]
 pixels = PROJECT(*args)  # NumPy in, NumPy out
 in_torch = PROJECT(*[torch.from_numpy(a) for a in args])
 in_jax = jax.jit(PROJECT)(*args)
-print(type(pixels).__name__, pixels.shape, type(in_torch).__name__, type(in_jax).__name__)
-print("same values:", np.array_equal(pixels, in_torch.numpy()), np.allclose(pixels, in_jax))
+print(
+    type(pixels).__name__, pixels.shape, type(in_torch).__name__, type(in_jax).__name__
+)
+print(
+    "same values:",
+    np.array_equal(pixels, in_torch.numpy()),
+    np.allclose(pixels, in_jax),
+)
 
 # %% Exact derivatives
 # Without closed forms, the VJP is Warp's adjoint of `project` and the tangent one
@@ -86,8 +83,12 @@ assert np.abs(forward - central).max() < 1e-5 * np.abs(central).max()
 # PyTorch's autograd and JAX's grad run the same kernels.
 tensors = [torch.tensor(a, requires_grad=True) for a in args]
 (PROJECT(*tensors) * torch.from_numpy(cotangent)).sum().backward()
-jax_grads = jax.grad(lambda *a: (PROJECT(*a) * cotangent).sum(), argnums=(0, 1, 2, 3))(*args)
-for name, g, t, j in zip(["position", "quaternion", "point", "focal"], grads, tensors, jax_grads):
+jax_grads = jax.grad(lambda *a: (PROJECT(*a) * cotangent).sum(), argnums=(0, 1, 2, 3))(
+    *args
+)
+for name, g, t, j in zip(
+    ["position", "quaternion", "point", "focal"], grads, tensors, jax_grads
+):
     same = np.allclose(g, t.grad.numpy(), rtol=1e-12) and np.allclose(g, j, rtol=1e-12)
     print(f"{name:10s} gradient {g.shape}: NumPy, PyTorch and JAX agree: {same}")
     assert same

@@ -44,8 +44,8 @@ print(source.shape, source.dtype, "on", len(source.sharding.device_set), "device
 
 # %% One scene's loss, every scene's step
 # `scene_loss` is written for one scene; `jax.vmap(jax.grad(...))` makes it a step for a
-# batch of scenes (one kernel launch for all of them), and `jax.shard_map` runs that step
-# on each device's share of the scenes.
+# batch of scenes (one kernel launch for all of them), and `jax.shard_map` runs that
+# step on each device's share of the scenes.
 
 
 def scene_loss(t, q, source, target):
@@ -54,12 +54,16 @@ def scene_loss(t, q, source, target):
 
 
 def local_step(t, q, source, target):
-    grad_t, grad_q = jax.vmap(jax.grad(scene_loss, argnums=(0, 1)))(t, q, source, target)
+    grad_t, grad_q = jax.vmap(jax.grad(scene_loss, argnums=(0, 1)))(
+        t, q, source, target
+    )
     return t - 0.2 * grad_t, q - 0.2 * grad_q
 
 
 step = jax.jit(
-    jax.shard_map(local_step, mesh=mesh, in_specs=(P("scenes"),) * 4, out_specs=(P("scenes"),) * 2)
+    jax.shard_map(
+        local_step, mesh=mesh, in_specs=(P("scenes"),) * 4, out_specs=(P("scenes"),) * 2
+    )
 )
 mean_loss = jax.jit(lambda *args: jax.vmap(scene_loss)(*args).mean())
 
@@ -80,7 +84,9 @@ print("the result is split too:", len(t.sharding.device_set), "devices")
 # (`quaternion_geodesic_distance`); the same fit on one device gives the same poses.
 angles = np.degrees(np.asarray(xj.quaternion_geodesic_distance(true_q, q)))
 offsets = np.linalg.norm(np.asarray(t - true_t), axis=-1)
-print(f"rotation error: median {np.median(angles):.3f} deg, worst {angles.max():.3f} deg")
+print(
+    f"rotation error: median {np.median(angles):.3f} deg, worst {angles.max():.3f} deg"
+)
 print(f"position error: median {np.median(offsets):.4f}, worst {offsets.max():.4f}")
 assert angles.max() < 0.5 and offsets.max() < 0.02
 
@@ -92,14 +98,19 @@ for _ in range(STEPS + 1):
     t1, q1 = single(t1, q1, source1, target1)
 q1 = q1 / jnp.linalg.norm(q1, axis=-1, keepdims=True)
 difference = max(
-    np.abs(np.asarray(t) - np.asarray(t1)).max(), np.abs(np.asarray(q) - np.asarray(q1)).max()
+    np.abs(np.asarray(t) - np.asarray(t1)).max(),
+    np.abs(np.asarray(q) - np.asarray(q1)).max(),
 )
 print(f"sharded against one device: largest difference {difference:.1e}")
 assert difference < 1e-5
 
 figure, (curve, spread) = plt.subplots(1, 2, figsize=(10, 3.6))
 curve.semilogy(losses)
-curve.set(title=f"{SCENES} scenes on {len(devices)} devices", xlabel="step", ylabel="mean loss")
+curve.set(
+    title=f"{SCENES} scenes on {len(devices)} devices",
+    xlabel="step",
+    ylabel="mean loss",
+)
 spread.hist(angles, bins=30)
 spread.set(title="rotation error per scene", xlabel="degrees", ylabel="scenes")
 figure.tight_layout()

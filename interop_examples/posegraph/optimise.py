@@ -38,14 +38,15 @@ class Result:
 
 
 def edge_residuals_and_jacobians(poses_i, poses_j, measurements_inverse):
-    """For every edge (i, j) with measurement Z: the residual r = log(Z^-1 T_i^-1 T_j) and
-    its Jacobians in right perturbations of T_i and T_j,
+    """For every edge (i, j) with measurement Z: the residual r = log(Z^-1 T_i^-1 T_j)
+    and its Jacobians in right perturbations of T_i and T_j,
 
         dr/d(delta_j) = J_r^-1(r),   dr/d(delta_i) = -J_r^-1(r) Ad(T_j^-1 T_i),
 
     since (T_i exp(delta))^-1 T_j = T_i^-1 T_j exp(-Ad(T_j^-1 T_i) delta): both move the
     error E = Z^-1 T_i^-1 T_j on its right, and log(E exp(e)) = r + J_r^-1(r) e + O(e^2).
-    One batched call per op for all edges. Returns r (m, d), J_i (m, d, d), J_j (m, d, d)."""
+    One batched call per op for all edges. Returns r (m, d), J_i (m, d, d),
+    J_j (m, d, d)."""
     relative = poses_i.inverse() @ poses_j
     error = measurements_inverse @ relative
     jacobian_j = error.jlog()
@@ -76,7 +77,8 @@ def optimise(
     solver: str | None = None,
     report: Callable[[str], None] | None = print,
 ) -> Result:
-    """Levenberg-Marquardt from `initial` (group objects over NumPy), in the framework `fw`."""
+    """Levenberg-Marquardt from `initial` (group objects over NumPy), in the framework
+    `fw`."""
     least_squares = optim.Problem()
     poses = least_squares.variables(fw.group(initial), name="poses")
     least_squares.fix(poses[0])
@@ -89,6 +91,10 @@ def optimise(
         jacobian_fn=edge_jacobians,
         name="edges",
     )
+
+    def relabelled(line: str) -> None:  # the solver's cost is chi2 / 2
+        report(line.replace("cost=", "half chi2="))
+
     result = optim.solve(
         least_squares,
         damping=INITIAL_DAMPING,
@@ -96,7 +102,7 @@ def optimise(
         step_norm=STEP_NORM,
         max_iterations=MAX_ITERATIONS,
         solver=solver,
-        report=(lambda line: report(line.replace("cost=", "half chi2="))) if report else None,
+        report=relabelled if report else None,
     )
     return Result(
         poses=result.values(poses).to_numpy(),

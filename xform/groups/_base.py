@@ -61,7 +61,14 @@ def dtype_name(array) -> str:
 
 class LieGroup:
     """A batch of elements of a matrix Lie group, immutable, over NumPy, PyTorch or JAX
-    arrays of float32 or float64. Subclasses: `SO2`, `SE2`, `SO3`, `SE3`, `Sim3`."""
+    arrays of float32 or float64. Subclasses: `SO2`, `SE2`, `SO3`, `SE3`, `Sim3`.
+
+    A subclass names its `fields` (arrays whose last axis is the field's size and whose
+    leading axes are the batch) and `tangent_dim`, `matrix_dim`, `space_dim`, and
+    defines `exp`, `log`, `multiply`, `inverse`, `apply`, `as_matrix`, `from_matrix`,
+    `adjoint`, `jlog` and `normalize`; the rest (`identity`, `interpolate`, indexing,
+    `reshape`, conversions, `@`, pytree registration) comes from here.
+    """
 
     # (field name, size of its last axis, or None for a scalar per element), in the
     # constructor's order; `renamed` maps a field to another attribute name.
@@ -179,6 +186,7 @@ class LieGroup:
 
     @property
     def dtype(self):
+        """The fields' dtype (float32 or float64), as their framework spells it."""
         return getattr(self, self.fields[0][0]).dtype
 
     def __len__(self) -> int:
@@ -232,12 +240,21 @@ class LieGroup:
     # --- frameworks -----------------------------------------------------------------------
 
     def to_numpy(self: Self) -> Self:
+        """The same elements over NumPy arrays (zero-copy where `xform.to_numpy` is)."""
         return type(self)(*map(_interop.to_numpy, self._arrays))
 
     def to_torch(self: Self) -> Self:
+        """The same elements over PyTorch tensors (zero-copy where `xform.to_torch` is).
+
+        Example:
+            >>> T = xform.SE3.identity((2,)).to_torch()
+            >>> T.position.dtype, T.shape
+            (torch.float64, (2,))
+        """
         return type(self)(*map(_interop.to_torch, self._arrays))
 
     def to_jax(self: Self) -> Self:
+        """The same elements over JAX arrays (zero-copy where `xform.to_jax` is)."""
         return type(self)(*map(_interop.to_jax, self._arrays))
 
     # --- operators -------------------------------------------------------------------------
@@ -251,24 +268,35 @@ class LieGroup:
     # --- what every group defines -------------------------------------------------------
 
     def multiply(self: Self, other: Self) -> Self:
+        """`self @ other`, the group product: `other` applied first; batches broadcast."""
         raise NotImplementedError
 
     def apply(self, points):
+        """`self @ points`: the elements applied to points `(..., space_dim)`."""
         raise NotImplementedError
 
     def inverse(self: Self) -> Self:
+        """The inverse of each element: `T @ T.inverse()` is the identity."""
         raise NotImplementedError
 
     def log(self):
+        """The tangent `(..., tangent_dim)` whose `exp` is the element."""
         raise NotImplementedError
 
     @classmethod
     def exp(cls: type[Self], tangent) -> Self:
+        """The elements `exp(tangent)` of tangents `(..., tangent_dim)`."""
         raise NotImplementedError
 
     def interpolate(self: Self, other: Self, t) -> Self:
         """The geodesic `self exp(t log(self^-1 other))`, `t` a number or an array of the
-        batch shape; 0 gives self, 1 other, any real t allowed."""
+        batch shape; 0 gives self, 1 other, any real t allowed.
+
+        Example:
+            >>> a, b = xform.SO2.from_angle(np.array(0.0)), xform.SO2.from_angle(np.array(1.0))
+            >>> float(a.interpolate(b, 0.25).as_angle())
+            0.25
+        """
         self._same_group(other, "interpolate")
         t = self._parameter(t, "interpolate", other)
         delta = self.inverse().multiply(other).log()
@@ -290,7 +318,15 @@ class LieGroup:
     def identity(cls: type[Self], batch_shape=(), *, like=None, dtype=None) -> Self:
         """The identity, of batch shape `batch_shape`: NumPy float64 unless `like` (an array
         whose framework, device and dtype it takes) or `dtype` (a NumPy, PyTorch or JAX
-        float dtype, or its name) says otherwise."""
+        float dtype, or its name) says otherwise.
+
+        Example:
+            >>> xform.SE3.identity((2,)).quaternion
+            array([[1., 0., 0., 0.],
+                   [1., 0., 0., 0.]])
+            >>> xform.SO3.identity(like=torch.zeros(0, dtype=torch.float32)).quaternion
+            tensor([1., 0., 0., 0.])
+        """
         where = f"{cls.__name__}.identity"
         batch = _batch(batch_shape, where)
         _like_kind(like, where)

@@ -27,6 +27,13 @@ class SE2(LieGroup):
 
     @classmethod
     def exp(cls, tangent) -> SE2:
+        """Poses of tangents `(..., 3)` = `[vx, vy, theta]` (`se2_exp`).
+
+        Example:
+            >>> T = xform.SE2.exp(np.array([1.0, 0.0, np.pi]))
+            >>> T.position.round(4) + 0.0, T.unit_complex.round(4) + 0.0
+            (array([0.    , 0.6366]), array([-1.,  0.]))
+        """
         return cls._trusted(*cls._tangent(tangent)["se2_exp"](tangent))
 
     @classmethod
@@ -37,6 +44,7 @@ class SE2(LieGroup):
 
     @classmethod
     def from_rotation_and_translation(cls, rotation: SO2, translation) -> SE2:
+        """The poses `p -> R p + t` of rotations (an `SO2`) and translations `(..., 2)`."""
         if not isinstance(rotation, SO2):
             raise TypeError(
                 "xform.SE2.from_rotation_and_translation: 'rotation' must be an xform.SO2, "
@@ -58,6 +66,15 @@ class SE2(LieGroup):
     # --- methods ------------------------------------------------------------------------------
 
     def multiply(self, other: SE2) -> SE2:
+        """`self @ other`: `(R1 t2 + t1, z1 z2)`, `other` applied first; batches broadcast
+        (`pose_multiply_2d`).
+
+        Example:
+            >>> turn = xform.SE2.exp(np.array([0.0, 0.0, np.pi / 2]))
+            >>> shift = xform.SE2(np.array([1.0, 0.0]), np.array([1.0, 0.0]))
+            >>> (turn @ shift).position.round(6) + 0.0
+            array([0., 1.])
+        """
         self._same_group(other, "multiply")
         return SE2._trusted(
             *self._ops["pose_multiply_2d"](
@@ -71,13 +88,16 @@ class SE2(LieGroup):
         return self._ops["transform_points_2d"](self.position, self.unit_complex, points)
 
     def inverse(self) -> SE2:
+        """The inverse poses `(-R^T t, conj(z))` (`pose_inverse_2d`)."""
         return SE2._trusted(*self._ops["pose_inverse_2d"](self.position, self.unit_complex))
 
     def log(self):
-        """`[vx, vy, theta]` `(..., 3)` (`se2_log`)."""
+        """The tangents `[vx, vy, theta]` `(..., 3)`, `|theta| <= pi` (`se2_log`): the
+        inverse of `exp`."""
         return self._ops["se2_log"](self.position, self.unit_complex)
 
     def as_matrix(self):
+        """Homogeneous matrices `(..., 3, 3)` `[[R, t], [0, 1]]` (`se2_to_matrix`)."""
         return self._ops["se2_to_matrix"](self.position, self.unit_complex)
 
     def adjoint(self):
@@ -89,10 +109,13 @@ class SE2(LieGroup):
         return self._ops["se2_right_jacobian_inverse"](self.log())
 
     def normalize(self) -> SE2:
+        """The poses with unit complex numbers (the position unchanged)."""
         return SE2._trusted(self.position, self._ops["so2_normalize"](self.unit_complex))
 
     def rotation(self) -> SO2:
+        """The rotations, an `SO2` of the batch shape (the same unit complex array)."""
         return SO2._trusted(self.unit_complex)
 
     def translation(self):
+        """The translations `(..., 2)`: the `position` field."""
         return self.position

@@ -35,7 +35,14 @@ class SE3(LieGroup):
 
     @classmethod
     def exp(cls, tangent) -> SE3:
-        """`se3_exp`: `(J_l(omega) rho, exp(omega))`."""
+        """Poses of tangents `xi (..., 6) = [rho, omega]`: `(J_l(omega) rho, exp(omega))`
+        (`se3_exp`).
+
+        Example:
+            >>> T = xform.SE3.exp(np.array([1.0, 0.0, 0.0, 0.0, 0.0, np.pi / 2]))
+            >>> T.position.round(4) + 0.0, T.quaternion.round(4)
+            (array([0.6366, 0.6366, 0.    ]), array([0.7071, 0.    , 0.    , 0.7071]))
+        """
         return cls._trusted(*cls._tangent(tangent)["se3_exp"](tangent))
 
     @classmethod
@@ -45,6 +52,7 @@ class SE3(LieGroup):
 
     @classmethod
     def from_rotation_and_translation(cls, rotation: SO3, translation) -> SE3:
+        """The poses `p -> R p + t` of rotations (an `SO3`) and translations `(..., 3)`."""
         if not isinstance(rotation, SO3):
             raise TypeError(
                 "xform.SE3.from_rotation_and_translation: 'rotation' must be an xform.SO3, "
@@ -72,7 +80,15 @@ class SE3(LieGroup):
     # --- methods ------------------------------------------------------------------------------
 
     def multiply(self, other: SE3) -> SE3:
-        """`self @ other`: `(R1 t2 + t1, q1 q2)`, `other` applied first."""
+        """`self @ other`: `(R1 t2 + t1, q1 q2)`, `other` applied first; batches broadcast
+        (`pose_multiply`).
+
+        Example:
+            >>> shift = xform.SE3(np.array([1.0, 0.0, 0.0]), np.array([1.0, 0, 0, 0]))
+            >>> turn = xform.SE3.exp(np.array([0, 0, 0, 0, 0, np.pi / 2]))
+            >>> (turn @ shift).position.round(6) + 0.0  # shift first, then turn
+            array([0., 1., 0.])
+        """
         self._same_group(other, "multiply")
         return SE3._trusted(
             *self._ops["pose_multiply"](
@@ -81,18 +97,49 @@ class SE3(LieGroup):
         )
 
     def apply(self, points):
-        """`self @ points`: `R(q) p + t` for points `(..., 3)`, broadcast against the batch."""
+        """`self @ points`: `R(q) p + t` for points `(..., 3)`, broadcast against the batch
+        (`pose_transform_points`).
+
+        Example:
+            >>> T = xform.SE3.exp(np.array([0, 0, 1.0, 0, 0, np.pi / 2]))
+            >>> (T @ np.array([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]])).round(6) + 0.0
+            array([[ 0.,  1.,  1.],
+                   [-2.,  0.,  1.]])
+        """
         points = self._points(points, "apply")
         return self._ops["pose_transform_points"](self.position, self.quaternion, points)
 
     def inverse(self) -> SE3:
+        """The inverse poses `(-R^T t, q*)` (`pose_inverse`).
+
+        Example:
+            >>> T = xform.SE3.sample_uniform((3,), seed=0)
+            >>> bool(np.allclose((T @ T.inverse()).as_matrix(), np.eye(4)))
+            True
+        """
         return SE3._trusted(*self._ops["pose_inverse"](self.position, self.quaternion))
 
     def log(self):
-        """`xi = [rho, omega]` `(..., 6)` (`se3_log`)."""
+        """The tangents `xi = [rho, omega]` `(..., 6)`, `|omega| <= pi` (`se3_log`): the
+        inverse of `exp`.
+
+        Example:
+            >>> xi = np.array([0.1, -0.2, 0.3, 0.4, 0.5, -0.6])
+            >>> bool(np.allclose(xform.SE3.exp(xi).log(), xi))
+            True
+        """
         return self._ops["se3_log"](self.position, self.quaternion)
 
     def as_matrix(self):
+        """Homogeneous matrices `(..., 4, 4)` `[[R, t], [0, 1]]` (`pose_to_matrix`).
+
+        Example:
+            >>> xform.SE3(np.array([1.0, 2.0, 3.0]), np.array([1.0, 0, 0, 0])).as_matrix()
+            array([[1., 0., 0., 1.],
+                   [0., 1., 0., 2.],
+                   [0., 0., 1., 3.],
+                   [0., 0., 0., 1.]])
+        """
         return self._ops["pose_to_matrix"](self.position, self.quaternion)
 
     def adjoint(self):
@@ -104,6 +151,8 @@ class SE3(LieGroup):
         return self._ops["se3_right_jacobian_inverse"](self.log())
 
     def normalize(self) -> SE3:
+        """The poses with unit quaternions (the position unchanged): rounding's drift, or a
+        gradient step, projected back onto the group."""
         return SE3._trusted(self.position, self._ops["quaternion_normalize"](self.quaternion))
 
     def interpolate(self, other: SE3, t) -> SE3:
@@ -118,9 +167,11 @@ class SE3(LieGroup):
         )
 
     def rotation(self) -> SO3:
+        """The rotations, an `SO3` of the batch shape (the same quaternion array)."""
         return SO3._trusted(self.quaternion)
 
     def translation(self):
+        """The translations `(..., 3)`: the `position` field."""
         return self.position
 
     def parameters(self, layout: str = "xyz_wxyz"):

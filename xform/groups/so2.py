@@ -24,7 +24,12 @@ class SO2(LieGroup):
 
     @classmethod
     def exp(cls, tangent) -> SO2:
-        """`[cos t, sin t]` of the angle `(..., 1)` (`so2_exp`)."""
+        """Rotations `[cos t, sin t]` of angles `t` `(..., 1)` (`so2_exp`).
+
+        Example:
+            >>> xform.SO2.exp(np.array([np.pi / 2])).unit_complex.round(6) + 0.0
+            array([0., 1.])
+        """
         return cls._trusted(cls._tangent(tangent)["so2_exp"](tangent))
 
     @classmethod
@@ -53,7 +58,8 @@ class SO2(LieGroup):
     # --- methods ------------------------------------------------------------------------------
 
     def multiply(self, other: SO2) -> SO2:
-        """`self @ other`: the complex product."""
+        """`self @ other`: the complex product `(..., 2)`; batches broadcast
+        (`so2_multiply`)."""
         self._same_group(other, "multiply")
         return SO2._trusted(self._ops["so2_multiply"](self.unit_complex, other.unit_complex))
 
@@ -63,7 +69,7 @@ class SO2(LieGroup):
         return self._ops["so2_rotate"](self.unit_complex, points)
 
     def inverse(self) -> SO2:
-        """The conjugate (the inverse of a unit complex number)."""
+        """The conjugates `[cos t, -sin t]`: the inverse of a unit complex number."""
         return SO2._trusted(self._ops["so2_inverse"](self.unit_complex))
 
     def log(self):
@@ -71,10 +77,16 @@ class SO2(LieGroup):
         return self._ops["so2_log"](self.unit_complex)
 
     def as_angle(self):
-        """The angle `(...)` in `[-pi, pi]`."""
+        """The angles `(...)` in `[-pi, pi]`, radians.
+
+        Example:
+            >>> float(xform.SO2.from_angle(np.array(3.0)).as_angle())
+            3.0
+        """
         return self.log()[..., 0]
 
     def as_matrix(self):
+        """Rotation matrices `(..., 2, 2)` `[[cos t, -sin t], [sin t, cos t]]`."""
         return self._ops["so2_to_matrix"](self.unit_complex)
 
     def adjoint(self):
@@ -86,6 +98,7 @@ class SO2(LieGroup):
         return _ones_matrix(self)
 
     def normalize(self) -> SO2:
+        """Unit complex numbers `z / |z|`."""
         return SO2._trusted(self._ops["so2_normalize"](self.unit_complex))
 
 

@@ -25,7 +25,13 @@ class SO3(LieGroup):
 
     @classmethod
     def exp(cls, tangent) -> SO3:
-        """The rotation by `|omega|` about `omega` (`so3_exp`)."""
+        """Rotations of rotation vectors `omega (..., 3)` (axis times angle): by `|omega|`
+        about `omega` (`so3_exp`), `w >= 0`.
+
+        Example:
+            >>> xform.SO3.exp(np.array([0.0, 0.0, np.pi / 2])).quaternion.round(4)
+            array([0.7071, 0.    , 0.    , 0.7071])
+        """
         return cls._trusted(cls._tangent(tangent)["so3_exp"](tangent))
 
     @classmethod
@@ -64,24 +70,32 @@ class SO3(LieGroup):
     # --- methods ------------------------------------------------------------------------------
 
     def multiply(self, other: SO3) -> SO3:
-        """`self @ other`: the Hamilton product, `other` applied first."""
+        """`self @ other`: the Hamilton product `(..., 4)`, `other` applied first; batches
+        broadcast (`quaternion_multiply`)."""
         self._same_group(other, "multiply")
         return SO3._trusted(self._ops["quaternion_multiply"](self.quaternion, other.quaternion))
 
     def apply(self, points):
-        """`self @ points`: `q (0, p) q*` for points `(..., 3)`."""
+        """`self @ points`: `R(q) p` for points `(..., 3)` (`quaternion_rotate`)."""
         points = self._points(points, "apply")
         return self._ops["quaternion_rotate"](self.quaternion, points)
 
     def inverse(self) -> SO3:
-        """The conjugate (the inverse of a unit quaternion)."""
+        """The conjugates `[w, -x, -y, -z]`: the inverse of a unit quaternion."""
         return SO3._trusted(self._ops["quaternion_conjugate"](self.quaternion))
 
     def log(self):
-        """The rotation vector `(..., 3)`, `|omega| <= pi` (`so3_log`)."""
+        """The rotation vectors `(..., 3)`, `|omega| <= pi` (`so3_log`): the inverse of
+        `exp`, exact at the identity and at pi.
+
+        Example:
+            >>> xform.SO3(np.array([0.0, 1.0, 0.0, 0.0])).log().round(6)  # pi about x
+            array([3.141593, 0.      , 0.      ])
+        """
         return self._ops["so3_log"](self.quaternion)
 
     def as_matrix(self):
+        """Rotation matrices `(..., 3, 3)` (`quaternion_to_matrix`)."""
         return self._ops["quaternion_to_matrix"](self.quaternion)
 
     def adjoint(self):
@@ -93,6 +107,8 @@ class SO3(LieGroup):
         return self._ops["so3_right_jacobian_inverse"](self.log())
 
     def normalize(self) -> SO3:
+        """Unit quaternions `q / |q|`: rounding's drift, or a gradient step, projected
+        back onto the group."""
         return SO3._trusted(self._ops["quaternion_normalize"](self.quaternion))
 
     def interpolate(self, other: SO3, t) -> SO3:
@@ -102,10 +118,20 @@ class SO3(LieGroup):
         return SO3._trusted(self._ops["quaternion_slerp"](self.quaternion, other.quaternion, t))
 
     def as_quaternion_xyzw(self):
+        """The quaternions stored `[x, y, z, w]` `(..., 4)` (SciPy, PyPose, LieTorch)."""
         return self.quaternion[..., [1, 2, 3, 0]]
 
     def as_euler(self, convention: str):
+        """Euler angles `(..., 3)` in SciPy's `convention` ("xyz" extrinsic, "XYZ"
+        intrinsic, ...; `quaternion_to_euler`).
+
+        Example:
+            >>> R = xform.SO3.from_euler(np.array([0.1, 0.2, 0.3]), "xyz")
+            >>> R.as_euler("xyz").round(6)
+            array([0.1, 0.2, 0.3])
+        """
         return self._ops["quaternion_to_euler"](self.quaternion, convention)
 
     def as_rotation_6d(self):
+        """Zhou et al.'s 6D representation `(..., 6)`: the matrix's first two rows."""
         return self._ops["matrix_to_rotation_6d"](self.as_matrix())

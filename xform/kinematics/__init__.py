@@ -1,11 +1,11 @@
 """Kinematic trees from URDF: batched forward kinematics and Jacobians as xform ops.
 
 ```python
-chain = xform.kinematics.Chain.from_urdf("panda.urdf")   # or the XML text
+chain = xform.kinematics.Chain.from_urdf("panda.urdf")  # or the XML text
 chain.link_names, chain.joint_names, chain.dof
-poses = chain.forward_kinematics(q)             # an xform.SE3 of batch shape (..., n_links)
+poses = chain.forward_kinematics(q)  # an xform.SE3 of batch shape (..., n_links)
 hand = chain.forward_kinematics(q, links=["panda_hand"])
-J = chain.jacobian(q, "panda_hand")                       # (..., 6, dof)
+J = chain.jacobian(q, "panda_hand")  # (..., 6, dof)
 ```
 
 A `Chain` is an immutable model (Pinocchio's model/data split without the data: the
@@ -83,6 +83,7 @@ class Chain:
 
     @property
     def n_links(self) -> int:
+        """The number of links, the root included: `len(link_names)`."""
         return len(self.link_names)
 
     def __repr__(self) -> str:

@@ -19,7 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 # Joint kinds, as the `joints` array's KIND column stores them.
-FIXED, REVOLUTE, PRISMATIC = 0, 1, 2
+FIXED = 0
+"""A joint kind in `Chain.model.joints`' kind column: a fixed joint (no coordinate)."""
+REVOLUTE = 1
+"""A joint kind: a revolute or continuous joint (one angle, radians)."""
+PRISMATIC = 2
+"""A joint kind: a prismatic joint (one displacement along its axis)."""
 KINDS = {"fixed": FIXED, "revolute": REVOLUTE, "continuous": REVOLUTE, "prismatic": PRISMATIC}
 UNSUPPORTED = ("floating", "planar")
 

@@ -4,11 +4,11 @@
 from xform import optim
 
 problem = optim.Problem()
-poses = problem.variables(initial_poses)           # a group batch (n,) -> n variables
-points = problem.variables(initial_points)         # a (m, 3) array -> m Euclidean variables
-problem.fix(poses[0])                              # gauge: held at its value
-problem.add(residual_fn, poses[i], poses[j], data=(Z, sqrt_info), loss=optim.Huber(1.0))
-result = optim.solve(problem, method="lm")         # or "gn"
+poses = problem.variables(initial_poses)  # a group batch (n,) -> n variables
+points = problem.variables(initial_points)  # a (m, 3) array -> m Euclidean variables
+problem.fix(poses[0])  # gauge: held at its value
+problem.add(residual_fn, poses[i], poses[j], data=(Z, sqrt_info), loss=optim.Huber())
+result = optim.solve(problem, method="lm")  # or "gn"
 result.values(poses)
 ```
 

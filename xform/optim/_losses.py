@@ -15,6 +15,8 @@ class Loss:
     framework): `evaluate(s) -> (rho, rho_prime)`."""
 
     def evaluate(self, s, xp):
+        """`(rho(s), rho'(s))` for squared norms `s` `(k,)`, with `xp` the arrays' module
+        (`numpy`, `torch` or `jax.numpy`)."""
         raise NotImplementedError
 
 
@@ -30,6 +32,8 @@ class Huber(Loss):
             raise ValueError(f"xform.optim.Huber: delta must be positive, got {self.delta}")
 
     def evaluate(self, s, xp):
+        """`(rho(s), rho'(s))`: `(s, 1)` inside `delta^2`, `(2 delta sqrt(s) - delta^2,
+        delta / sqrt(s))` beyond."""
         d2 = self.delta * self.delta
         inside = s <= d2
         root = xp.sqrt(xp.where(inside, d2, s))  # no sqrt of 0 on the branch not taken
@@ -49,5 +53,6 @@ class Cauchy(Loss):
             raise ValueError(f"xform.optim.Cauchy: scale must be positive, got {self.scale}")
 
     def evaluate(self, s, xp):
+        """`(rho(s), rho'(s))` = `(c^2 log(1 + s / c^2), 1 / (1 + s / c^2))`."""
         c2 = self.scale * self.scale
         return c2 * xp.log1p(s / c2), 1.0 / (1.0 + s / c2)

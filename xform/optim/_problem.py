@@ -103,6 +103,7 @@ class Variables:
 
     @property
     def dtype(self):
+        """The initial values' dtype."""
         return self.initial.dtype
 
 
@@ -169,10 +170,10 @@ class Problem:
 
     ```python
     problem = optim.Problem()
-    poses = problem.variables(initial_poses)        # a group batch (n,): n variables
-    points = problem.variables(initial_points)      # an (m, 3) array: m Euclidean variables
+    poses = problem.variables(initial_poses)  # a group batch (n,): n variables
+    points = problem.variables(initial_points)  # an (m, 3) array: m Euclidean variables
     problem.fix(poses[0])
-    problem.add(residual_fn, poses[i], poses[j], data=(Z, sqrt_info), loss=optim.Huber(1.0))
+    problem.add(residual_fn, poses[i], poses[j], data=(Z, sqrt_info), loss=optim.Huber())
     result = optim.solve(problem)
     ```
 
@@ -198,6 +199,7 @@ class Problem:
 
     @property
     def framework(self) -> str:
+        """The framework of the variables' initial values: "numpy", "torch" or "jax"."""
         kinds = {v.framework for v in self.variable_sets}
         return kinds.pop() if len(kinds) == 1 else "numpy"
 

@@ -12,12 +12,17 @@ from ._problem import Variables
 class Timings:
     """Seconds spent, summed over the run, per part of an iteration."""
 
-    residuals: float = 0.0  # residuals and Jacobians (xform's ops, in the framework)
-    assembly: float = 0.0  # the normal equations: J^T J, J^T r, and their scatter
-    solve: float = 0.0  # the linear solve (Schur complement included)
-    other: float = 0.0  # setup, retraction, damping and bookkeeping
+    residuals: float = 0.0
+    """Residuals and Jacobians (xform's ops, in the framework)."""
+    assembly: float = 0.0
+    """The normal equations: `J^T J`, `J^T r`, and their scatter into the pattern."""
+    solve: float = 0.0
+    """The linear solves (the Schur complement included)."""
+    other: float = 0.0
+    """Setup, retraction, damping and bookkeeping."""
 
     def per(self, count: int) -> dict[str, float]:
+        """Each part's seconds divided by `count` (say, the number of linearisations)."""
         return {k: v / max(count, 1) for k, v in vars(self).items()}
 
 
@@ -44,6 +49,8 @@ class Result:
     solves: int = 0
 
     def values(self, variables: Variables):
+        """The optimised values of a variable set (what `problem.variables` returned): a
+        group batch `(n,)` or an array `(n, d)`, in the framework of its initial values."""
         if not isinstance(variables, Variables):
             raise TypeError(
                 "xform.optim.Result.values: expected a variable set of the problem (what "

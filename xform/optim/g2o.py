@@ -57,6 +57,7 @@ class G2oGraph:
 
     @property
     def has_vertices(self) -> bool:
+        """Whether the file gave vertices (else the poses come from odometry)."""
         return len(self.vertex_ids) > 0
 
 
