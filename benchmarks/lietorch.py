@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import time
 from pathlib import Path
 
@@ -145,50 +147,10 @@ def _relative(value, exact) -> float:
     return float(((value - exact).abs().amax(-1) / scale).max())
 
 
-def table(rows: list[dict]) -> str:
-    lines = [
-        "| group | op | batch | max difference (f64) | forward xform / LieTorch | "
-        "forward + backward xform / LieTorch |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['group']} | {r['op']} | {r['n']:,} | {r['max_difference']:.1e} | "
-            f"{r['forward_xform_s'] * 1e3:.3g} / {r['forward_lietorch_s'] * 1e3:.3g} ms "
-            f"(**{r['forward_ratio']:.2f}x**) | {r['backward_xform_s'] * 1e3:.3g} / "
-            f"{r['backward_lietorch_s'] * 1e3:.3g} ms (**{r['backward_ratio']:.2f}x**) |"
-        )
-    return "\n".join(lines)
-
-
-def accuracy_table(rows: list[dict]) -> str:
-    lines = [
-        "| group | norm of the tangent | exp (worst part): xform / LieTorch | "
-        "log: xform / LieTorch | exp's gradient: xform / LieTorch |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['group']} | {r['norm']:.0e} | {r['exp_xform']:.1e} / {r['exp_lietorch']:.1e} | "
-            f"{r['log_xform']:.1e} / {r['log_lietorch']:.1e} | "
-            f"{r['exp_grad_xform']:.1e} / {r['exp_grad_lietorch']:.1e} |"
-        )
-    return "\n".join(lines)
-
-
-def document(rows: list[dict], accuracy: list[dict]) -> str:
-    """The tables the documentation includes (docs/lietorch.md): forward and backward at
-    the largest batch per group and op, every batch in a folded block, and float32."""
-    largest = max(r["n"] for r in rows)
+def row(r: dict) -> str:
     return (
-        f"**Batch {largest:,}** (xform / LieTorch, time in ms, ratio below 1: xform faster):\n\n"
-        + table([r for r in rows if r["n"] == largest])
-        + '\n\n??? note "Every batch size"\n\n'
-        + "\n".join("    " + line for line in table(rows).splitlines())
-        + "\n\n**float32 near the identity**: relative errors against float64 at 256 "
-        "tangents of each norm (exp: the worst of its data's parts, translation, quaternion "
-        "vector and scale, each relative to its own size; log: of the float32 data, against "
-        "the exact log of that data; exp's gradient):\n\n" + accuracy_table(accuracy) + "\n"
+        f"{r['group']} {r['op']} {r['n']:,}: max difference {r['max_difference']:.1e}, "
+        f"forward {r['forward_ratio']:.2f}x, forward + backward {r['backward_ratio']:.2f}x"
     )
 
 
@@ -201,33 +163,29 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).with_name("results_lietorch.json")
     )
-    parser.add_argument(
-        "--document", action="store_true", help="only rewrite the tables from --out's JSON"
-    )
     args = parser.parse_args(argv)
-    if args.document:
-        results = json.loads(args.out.read_text())
-        args.out.with_suffix(".md").write_text(document(results["rows"], results["float32"]))
-        return 0
     peer = lietorch_peer.load()
     if peer is None:
         print(f"skipped: {lietorch_peer.REASON}")
         return 0
     generator = torch.Generator().manual_seed(0)
+    load = os.getloadavg()  # the machine is shared: the results say how busy it was
     rows = []
     for name in args.groups:
         for op in args.ops:
             for n in args.sizes:
                 rows.append(compare(peer, name, op, n, args.repeats, generator))
-                print(table(rows[-1:]).splitlines()[-1], flush=True)
+                print(row(rows[-1]), flush=True)
     accuracy = float32_accuracy(peer)
-    print()
-    print(table(rows))
-    print()
-    print(accuracy_table(accuracy))
-    meta = {"torch_threads": torch.get_num_threads(), "torch": torch.__version__}
-    args.out.write_text(json.dumps({"meta": meta, "rows": rows, "float32": accuracy}, indent=1))
-    args.out.with_suffix(".md").write_text(document(rows, accuracy))
+    machine = {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "versions": {"torch": torch.__version__, "torch threads": torch.get_num_threads()},
+        "load average before, after": [load, os.getloadavg()],
+    }
+    results = {"machine": machine, "rows": rows, "float32": accuracy}
+    args.out.write_text(json.dumps(results, indent=1))
+    print(f"wrote {args.out}; the documentation draws its tables (docs/figures.py)")
     return 0
 
 

@@ -567,6 +567,53 @@ def bundle_adjustment_split(results: dict) -> str:
     return table(["part", *runs], rows)
 
 
+LIETORCH = "results_lietorch.json"
+LIETORCH_COMMAND = "python -m benchmarks.lietorch"
+
+
+def _lietorch_rows(rows: list[dict]) -> str:
+    def pair(r: dict, part: str) -> str:
+        xform, peer = r[f"{part}_xform_s"], r[f"{part}_lietorch_s"]
+        return f"{milliseconds(xform)} / {milliseconds(peer)} (**{ratio(r[f'{part}_ratio'])}**)"
+
+    body = [
+        [r["group"], r["op"], f"{r['n']:,}", f"{r['max_difference']:.1e}", pair(r, "forward"),
+         pair(r, "backward")]
+        for r in rows
+    ]  # fmt: skip
+    header = ["group", "op", "batch", "max difference (f64)", "forward, ms",
+              "forward + backward, ms"]  # fmt: skip
+    return table(header, body, "--rrrr")
+
+
+@measured("lietorch_largest", LIETORCH, LIETORCH_COMMAND)
+def lietorch_largest(results: dict) -> str:
+    """xform.lietorch / LieTorch's CPU kernels at the largest batch, float64: the largest
+    difference of the values, and the times (ratio below 1: xform faster)."""
+    largest = max(r["n"] for r in results["rows"])
+    return _lietorch_rows([r for r in results["rows"] if r["n"] == largest])
+
+
+@measured("lietorch_batches", LIETORCH, LIETORCH_COMMAND)
+def lietorch_batches(results: dict) -> str:
+    """The same at every batch size."""
+    return _lietorch_rows(results["rows"])
+
+
+@measured("lietorch_float32", LIETORCH, LIETORCH_COMMAND)
+def lietorch_float32(results: dict) -> str:
+    """float32 near the identity: relative errors against float64 at 256 tangents of each
+    norm, xform / LieTorch (exp: the worst of its data's parts, each relative to its own
+    size; log: of the float32 data, against the exact log of that data; exp's gradient)."""
+    body = [
+        [r["group"], f"{r['norm']:.0e}",
+         *(f"{r[f'{k}_xform']:.1e} / {r[f'{k}_lietorch']:.1e}" for k in ("exp", "log", "exp_grad"))]
+        for r in results["float32"]
+    ]  # fmt: skip
+    header = ["group", "norm of the tangent", "exp", "log", "exp's gradient"]
+    return table(header, body, "-rrrr")
+
+
 # --- drawing ---------------------------------------------------------------------------------
 
 
