@@ -177,7 +177,7 @@ def test_api_reference_is_generated_from_the_op_table():
 # --- measured figures -----------------------------------------------------------------------
 
 RESULTS = ROOT / "benchmarks"
-NUMBER = r"\d[\d,]*(?:\.\d+)?"
+NUMBER = r"\d(?:[\d,]*\d)?(?:\.\d+)?"  # a comma inside, not after (`w >= 0, s`)
 # A time (ns to s) or a ratio (`0.58x`; not a dimension such as `7 x 7`), alone or as a
 # range (`0.15-0.88x`, `1 to 4 s`), in a page's prose.
 QUOTED = re.compile(

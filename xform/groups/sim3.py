@@ -123,6 +123,7 @@ class Sim3(LieGroup):
         return self._ops["sim3_transform_points"](*self._arrays, points)
 
     def inverse(self) -> Sim3:
+        """The inverse `(-R^T t / s, q*, 1 / s)`."""
         return Sim3._trusted(*self._ops["sim3_inverse"](*self._arrays))
 
     def log(self):
@@ -149,9 +150,11 @@ class Sim3(LieGroup):
         )
 
     def rotation(self) -> SO3:
+        """The rotation, an `xform.SO3` of the same batch."""
         return SO3._trusted(self.quaternion)
 
     def translation(self):
+        """The translation `t`, `(..., 3)`: `position`."""
         return self.position
 
     def scale(self):

@@ -87,18 +87,22 @@ class LieGroup:
 
     @property
     def shape(self) -> torch.Size:
+        """The batch shape: `data.shape[:-1]`."""
         return self.data.shape[:-1]
 
     @property
     def device(self) -> torch.device:
+        """The device of `data`."""
         return self.data.device
 
     @property
     def dtype(self) -> torch.dtype:
+        """The dtype of `data`."""
         return self.data.dtype
 
     @property
     def tangent_shape(self) -> torch.Size:
+        """The shape of a tangent of this batch: `shape + (manifold_dim,)`."""
         return self.data.shape[:-1] + (self.manifold_dim,)
 
     def vec(self) -> torch.Tensor:
@@ -118,6 +122,7 @@ class LieGroup:
 
     @classmethod
     def IdentityLike(cls, G: LieGroup):
+        """The identity with `G`'s batch shape, device and dtype."""
         return cls.Identity(G.shape, device=G.data.device, dtype=G.data.dtype)
 
     @classmethod
@@ -151,9 +156,11 @@ class LieGroup:
     # --- methods ------------------------------------------------------------------------------
 
     def log(self) -> torch.Tensor:
+        """The tangent `(..., manifold_dim)` whose `exp` is this element (LieTorch's order)."""
         return _autograd.Unary.apply(self.group_name, "log", self.data)
 
     def inv(self):
+        """The inverse element."""
         return self._wrap(_autograd.Unary.apply(self.group_name, "inv", self.data))
 
     def _same_group(self, other, method: str) -> None:
@@ -165,6 +172,7 @@ class LieGroup:
             )
 
     def mul(self, other: LieGroup):
+        """The product `self * other` (`other` first on points), batch shapes broadcast."""
         self._same_group(other, "mul")
         return self._wrap(_autograd.Binary.apply(self.group_name, "mul", self.data, other.data))
 
@@ -216,9 +224,11 @@ class LieGroup:
         return self.act(origin.view([1] * (self.data.dim() - 1) + [4]))
 
     def detach(self):
+        """The element with its data detached from autograd's graph."""
         return self._wrap(self.data.detach())
 
     def view(self, *dims):
+        """The element with its batch viewed as `dims` (`data.view(*dims, embedded_dim)`)."""
         return self._wrap(self.data.view(*_shape(dims), self.embedded_dim))
 
     def __mul__(self, other):
@@ -243,21 +253,27 @@ class LieGroup:
         self.data[index] = item
 
     def to(self, *args, **kwargs):
+        """The element with its data moved or cast as `torch.Tensor.to` does."""
         return self._wrap(self.data.to(*args, **kwargs))
 
     def cpu(self):
+        """The element with its data on the CPU."""
         return self._wrap(self.data.cpu())
 
     def cuda(self):
+        """The element with its data on the current CUDA device."""
         return self._wrap(self.data.cuda())
 
     def float(self):
+        """The element in float32."""
         return self._wrap(self.data.float())
 
     def double(self):
+        """The element in float64."""
         return self._wrap(self.data.double())
 
     def unbind(self, dim: int = 0):
+        """The elements along batch axis `dim`, as a list."""
         return [self._wrap(x) for x in self.data.unbind(dim=dim)]
 
 
@@ -344,15 +360,19 @@ class LieGroupParameter(torch.Tensor):
         self.group = group
 
     def retr(self):
+        """The element this parameter holds: `exp(δ) * X` for its tangent δ (X itself for SGD)."""
         return self.group.retr(self)
 
     def log(self):
+        """`log` of the element this parameter holds."""
         return self.retr().log()
 
     def inv(self):
+        """`inv` of the element this parameter holds."""
         return self.retr().inv()
 
     def adj(self, a):
+        """`adj` of the element this parameter holds."""
         return self.retr().adj(a)
 
     def __mul__(self, other):
