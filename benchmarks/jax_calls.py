@@ -93,7 +93,7 @@ def main(argv=None) -> list[dict]:
 
     from xform.backends import jax_native
 
-    from benchmarks.run import loop_rows, machine
+    from benchmarks.run import format_loop, loop_rows, machine
 
     native = jax_native.library() if device == "cpu" else jax_native.cuda_library()
     records = measure(args.ops, args.sizes, device)
@@ -111,10 +111,7 @@ def main(argv=None) -> list[dict]:
     print(f"\n{machine(device)}; native path available: {native is not None}\n")
     print(format_table(rows))
     if loop:
-        print("\nA jitted lax.fori_loop of 1,000 transform_points on 16 points, per step:\n")
-        print("| implementation | µs per step | ratio to the best jnp |\n|---|---:|---:|")
-        for r in loop:
-            print(f"| {r['impl']} | {r['step µs']:.2f} | {r['ratio to best jnp']:.2f} |")
+        print(format_loop(loop))
     return rows
 
 

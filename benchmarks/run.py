@@ -442,6 +442,16 @@ COLUMNS = (
 )
 
 
+def format_loop(loop) -> str:
+    """The per-step table of the jitted `lax.fori_loop` (`loop_rows`)."""
+    lines = [
+        "\nA jitted lax.fori_loop of 1,000 transform_points on 16 points, per step:\n",
+        "| implementation | µs per step | ratio to the best jnp |\n|---|---:|---:|",
+    ]
+    lines += [f"| {r['impl']} | {r['step µs']:.2f} | {r['ratio to best jnp']:.2f} |" for r in loop]
+    return "\n".join(lines)
+
+
 def format_table(rows) -> str:
     """A Markdown table of the ratio rows."""
     lines = [
@@ -529,10 +539,7 @@ def main(argv=None) -> list[dict]:
     print(f"\n{machine(device)}\n")
     print(format_table(rows))
     if loop:
-        print("\nA jitted lax.fori_loop of 1,000 transform_points on 16 points, per step:\n")
-        print("| implementation | µs per step | ratio to the best jnp |\n|---|---:|---:|")
-        for r in loop:
-            print(f"| {r['impl']} | {r['step µs']:.2f} | {r['ratio to best jnp']:.2f} |")
+        print(format_loop(loop))
     return rows
 
 
