@@ -18,11 +18,10 @@ It leans on Warp internals, so it is used only where it is known to work:
   the Python FFI callback.
 
 On CUDA the same programs launch the kernels' CUfunctions on XLA's stream, with no Python
-per call (not yet declared safe for XLA's command buffers: XLA runs it between them). That
-path is written but has not yet run on a GPU: the Python function behind the guard (below)
-stays the CUDA path unless `XFORM_JAX_CUDA=native`, which self-tests it against the
-Python path on device 0 first (programs are recorded for cuda:0; other devices get an
-XLA error naming the switch).
+per call (not yet declared safe for XLA's command buffers: XLA runs it between them). It is
+the default there, self-tested against the Python path on device 0 at first use (programs
+are recorded for cuda:0; other devices get an XLA error naming the switch);
+`XFORM_JAX_CUDA=callback` keeps the Python function behind the guard (below) instead.
 
 Where no program runs a product, a Python function does, called through the same
 library's guard (`xform_python`, `xform_python_cuda`): XLA calls C, which calls Python and
@@ -335,9 +334,11 @@ def _cuda_entry_points() -> tuple[int, tuple[int, int, int]]:
 
 
 def cuda_library() -> _Library | None:
-    """The handler for CUDA, registered and self-tested on cuda:0, where
-    XFORM_JAX_CUDA=native asks for it (it has not yet run on a GPU); else None."""
-    if mode("XFORM_JAX_CUDA", "callback") != "native" or _forced.get() == "callback":
+    """The handler for CUDA, registered and self-tested on cuda:0; None where
+    XFORM_JAX_CUDA (or `forced`) asks for the callback or `warp.jax_callable`, or where
+    the handler cannot be had or fails its self-test (then with one warning)."""
+    wanted = _forced.get() or mode("XFORM_JAX_CUDA")
+    if wanted in ("callback", "warp"):
         return None
     if "cuda" in _state:
         return _state["cuda"]
@@ -351,8 +352,9 @@ def cuda_library() -> _Library | None:
                 jax.ffi.register_ffi_target(TARGET_CUDA, capsule, platform="CUDA")
             except Exception as exc:
                 warnings.warn(
-                    f"xform: XFORM_JAX_CUDA=native, but the native CUDA path is unavailable "
-                    f"({exc}); xform's ops run through warp.jax_callable.",
+                    f"xform: the native JAX CUDA path is unavailable ({exc}); xform's ops "
+                    "run through the Python FFI callback (slower per call). "
+                    "XFORM_JAX_CUDA=callback silences this.",
                     RuntimeWarning,
                     stacklevel=2,
                 )
@@ -370,7 +372,7 @@ def python_target(platform: str = "cpu") -> tuple[str, int] | None:
     `warp.jax_callable` is to run it instead: where XFORM_JAX_CPU (XFORM_JAX_CUDA) or
     `forced` ask for "warp", or the library cannot be had (then with one warning)."""
     cpu = platform == "cpu"
-    wanted = _forced.get() or mode(*(() if cpu else ("XFORM_JAX_CUDA", "callback")))
+    wanted = _forced.get() or mode(*(() if cpu else ("XFORM_JAX_CUDA",)))
     if wanted == "warp":
         return None
     key = f"python_{platform}"
