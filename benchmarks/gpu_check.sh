@@ -11,7 +11,8 @@
 #      (python -m benchmarks), on the eight ops of issue 33's table.
 # How: ../shared/hooks/gpu/README.md (pack.sh here; call 1 `bash .gpu/stash.sh`; call 2
 # `source .gpu/env.sh && bash benchmarks/gpu_check.sh`, timeout_s 600). Read $OUT/summary.txt
-# first.
+# first. Carry Warp's kernel cache too (`python -m benchmarks.gpu_kernel_cache .gpu`, its
+# docstring says how): on 2026-11-26 on an H100 the whole script then took 313 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/xform_gpu_check}
@@ -36,7 +37,7 @@ step() {  # step NAME LIMIT_S COMMAND...: run it, its output to $OUT/NAME.log, a
 } > "$OUT/device.txt" 2>&1
 cat "$OUT/device.txt" | tee -a "$summary"
 
-step test_cuda 240 python3 -m pytest tests/test_cuda.py -n 12 -q -p no:cacheprovider \
+step test_cuda 240 env XFORM_TESTS=full python3 -m pytest tests/test_cuda.py -n 12 -q -p no:cacheprovider \
     --junitxml="$OUT/test_cuda.xml"
 step native_self_test 60 env XFORM_JAX_CUDA=native python3 -c "
 import warnings
