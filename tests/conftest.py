@@ -1,16 +1,18 @@
 """Fresh random inputs every run, reproducible from the seed printed in the header:
 XFORM_TEST_SEED=<seed> pytest ... replays a run.
 
-The op tables (tests parametrized by an op's `name` and its operands' `leadings`) run in
-full only where XFORM_TESTS=full (the GPU check, and before a merge). Otherwise, as in
-CI, each table runs every op once: one batch shape, one dtype and one variant per op,
-drawn from the seed. Every op goes through every table on every run, the cases rotate
-from run to run, and a failure replays from the seed. Why: the full tables compile
-every op's kernels in both dtypes and both variants, some 2,000 Warp modules, which on
-two cores with a cold kernel cache takes most of an hour; one case per op and table
-compiles a fifth of them and catches what is wrong with an op's code, as opposed to
-one shape of it (the shapes have tables of their own: test_edge_cases, test_errors)."""
+The op tables (tests parametrized by an op, as `name` or `op`) run in full only where
+XFORM_TESTS=full: the GPU check, and before a merge. Elsewhere, as in CI, each run takes
+a quarter of the ops, the same in every table, each at one case of each table (one
+batch shape, one dtype, one variant), all drawn from the seed: the ops and the cases
+rotate from run to run, and a failure replays from the seed. Why: the full tables
+compile every op's kernels in both dtypes, both variants and to second order, some 2,000
+Warp modules, most of an hour on two cores with a cold kernel cache, and trace every op
+through every JAX and PyTorch transform; what is wrong with an op's code shows in any
+case of it. Tables whose cases are their point (0-d, empty and broadcast batches, bad
+input) carry `pytest.mark.every_case` and keep every case of the ops taken."""
 
+import math
 import os
 import secrets
 import zlib
@@ -22,12 +24,17 @@ SEED = int(os.environ.get("XFORM_TEST_SEED") or secrets.randbits(32))
 # pytest-xdist's workers inherit the environment: one seed for the whole run.
 os.environ["XFORM_TEST_SEED"] = str(SEED)
 FULL = os.environ.get("XFORM_TESTS", "sampled").strip().lower() == "full"
+SHARE = 4  # a run takes one op in SHARE
 # The parameters along which a table is sampled: one value per op and run.
 SAMPLED = ("leadings", "dtype", "which")
 
 
 def pytest_report_header(config):
-    tables = "every case" if FULL else "one case per op (XFORM_TESTS=full runs every case)"
+    tables = (
+        "every op, every case"
+        if FULL
+        else f"one op in {SHARE}, one case each (XFORM_TESTS=full runs every case)"
+    )
     return [f"xform test seed: XFORM_TEST_SEED={SEED}", f"xform op tables: {tables}"]
 
 
@@ -36,45 +43,49 @@ def _draw(*parts) -> int:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Outside XFORM_TESTS=full, keep one case per op of each op table: for each sampled
-    parameter, the value whose draw (from the seed, the op and the value, not the test)
-    is least. The same op gets the same dtype and variant in every table, so that it
-    compiles one set of kernels."""
+    """Outside XFORM_TESTS=full: of each op table, the ops whose draw (from the seed and
+    the op's name) ranks in the first 1/SHARE of all the tables' ops, and of each of
+    those, for each sampled parameter, the value whose draw (from the seed, the op and
+    the value, not the table) is least. An op gets the same dtype and variant in every
+    table, so that it compiles one set of kernels."""
     if FULL:
         return
+    tables = dict(_tables(items))  # id(item) -> (table, op, sampled parameters)
+    ops = sorted({op for _, op, _ in tables.values()}, key=_draw)
+    taken = set(ops[: math.ceil(len(ops) / SHARE)])
     values: dict[tuple, set] = {}  # (table, op, parameter) -> the values it takes
-    for item, params in _tables(items):
-        for p in SAMPLED:
-            if p in params:
-                values.setdefault((_table(item), params["name"], p), set()).add(_key(params[p]))
+    for table, op, sampled in tables.values():
+        for p, value in sampled:
+            values.setdefault((table, op, p), set()).add(value)
     chosen = {k: min(v, key=lambda value: _draw(*k[1:], value)) for k, v in values.items()}
-    keep = {
-        id(item)
-        for item, params in _tables(items)
-        if all(_key(v) == chosen[_table(item), params["name"], p] for p, v in _sampled(params))
-    }
-    tables = {id(item) for item, _ in _tables(items)}
-    kept = [item for item in items if id(item) not in tables or id(item) in keep]
-    dropped = [item for item in items if id(item) in tables and id(item) not in keep]
+
+    def kept(item) -> bool:
+        if id(item) not in tables:
+            return True
+        table, op, sampled = tables[id(item)]
+        every_case = item.get_closest_marker("every_case") is not None
+        return op in taken and (
+            every_case or all(value == chosen[table, op, p] for p, value in sampled)
+        )
+
+    dropped = [item for item in items if not kept(item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
+        items[:] = [item for item in items if kept(item)]
 
 
 def _tables(items):
-    """(item, its parameters) for each item of an op table."""
+    """(id(item), (table, op name, [(parameter, value as a string)])) for each item of
+    an op table."""
+    import xform
+
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if "name" in params and "leadings" in params:
-            yield item, params
-
-
-def _sampled(params: dict):
-    return [(p, params[p]) for p in SAMPLED if p in params]
-
-
-def _table(item) -> str:
-    return item.nodeid.split("[", 1)[0]
+        op = params.get("op")
+        name = getattr(op, "name", None) if op is not None else params.get("name")
+        if isinstance(name, str) and (name in xform.OPS or op is not None):
+            sampled = [(p, _key(params[p])) for p in SAMPLED if p in params]
+            yield id(item), (item.nodeid.split("[", 1)[0], name, sampled)
 
 
 def _key(value) -> str:

@@ -10,6 +10,8 @@ from reference import random_args, reference
 import xform
 from xform import _launch
 
+pytestmark = pytest.mark.every_case  # the cases are the point
+
 OPS = sorted(xform.OPS)
 DIFFERENTIABLE = [n for n in OPS if xform.OPS[n].differentiable]
 

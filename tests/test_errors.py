@@ -13,6 +13,8 @@ import xform
 from xform._op import Composite
 from xform.ops import COMPOSITES
 
+pytestmark = pytest.mark.every_case  # the cases are the point
+
 OPS = sorted(xform.OPS)
 
 

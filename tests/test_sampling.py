@@ -1,9 +1,15 @@
-"""The op tables' sampling (conftest.py): every op once per table, one dtype per op."""
+"""The op tables' sampling (conftest.py): a share of the ops, one case each, the same
+dtype for an op in every table, rotating with the seed."""
 
+import math
 import types
 
 import conftest
 import numpy as np
+
+import xform
+
+OPS = sorted(xform.OPS)[:8]
 
 
 class _Config:
@@ -16,44 +22,55 @@ class _Config:
 
 def _item(table: str, **params):
     case = "-".join(map(str, params.values()))
+    callspec = types.SimpleNamespace(params=params)
     return types.SimpleNamespace(
-        nodeid=f"tests/{table}[{case}]", callspec=types.SimpleNamespace(params=params)
+        nodeid=f"tests/{table}[{case}]", callspec=callspec, get_closest_marker=lambda name: None
     )
 
 
-def _tables():
+def _items():
     items = [types.SimpleNamespace(nodeid="tests/test_x.py::test_plain")]
+    items.append(_item("test_x.py::test_named", name="not an op", leadings=()))
     for table in ("test_a.py::test_values", "test_b.py::test_gradients"):
-        for name in ("so3_exp", "se3_log", "pose_multiply"):
+        for name in OPS:
             for leadings in ((), (5,), (2, 3)):
                 for dtype in (np.float64, np.float32):
                     items.append(_item(table, name=name, leadings=leadings, dtype=dtype))
+    items += [_item("test_c.py::test_second", op=xform.OPS[name]) for name in OPS]
     return items
 
 
-def test_each_table_keeps_one_case_per_op_and_the_same_dtype_in_every_table(monkeypatch):
+def _sampled(monkeypatch, seed: int) -> list:
     monkeypatch.setattr(conftest, "FULL", False)
-    items, config = _tables(), _Config()
-    everything = len(items)
+    monkeypatch.setattr(conftest, "SEED", seed)
+    items, config = _items(), _Config()
     conftest.pytest_collection_modifyitems(config, items)
-    assert items[0].nodeid == "tests/test_x.py::test_plain"  # not a table: kept
-    tables = items[1:]
-    assert len(tables) == 2 * 3 and len(config.deselected) == everything - 7
-    for name in ("so3_exp", "se3_log", "pose_multiply"):
-        kept = [i.callspec.params for i in tables if i.callspec.params["name"] == name]
-        assert len(kept) == 2 and kept[0]["dtype"] is kept[1]["dtype"]
+    assert len(items) + len(config.deselected) == len(_items())
+    return items
 
 
-def test_the_cases_rotate_with_the_seed_and_full_keeps_them_all(monkeypatch):
-    monkeypatch.setattr(conftest, "FULL", False)
-    drawn = set()
-    for seed in range(20):
-        monkeypatch.setattr(conftest, "SEED", seed)
-        items = _tables()
-        conftest.pytest_collection_modifyitems(_Config(), items)
-        drawn |= {(i.callspec.params["leadings"], i.callspec.params["dtype"]) for i in items[1:]}
-    assert len(drawn) == 6  # every shape and dtype, over the runs
+def test_a_run_takes_a_share_of_the_ops_and_one_case_of_each(monkeypatch):
+    items = _sampled(monkeypatch, 1)
+    assert [i.nodeid for i in items[:2]] == [i.nodeid for i in _items()[:2]]  # not tables
+    params = [i.callspec.params for i in items[2:]]
+    taken = {p.get("name") or p["op"].name for p in params}
+    assert len(taken) == math.ceil(len(OPS) / conftest.SHARE)
+    for name in taken:
+        cases = [p for p in params if p.get("name") == name]
+        assert len(cases) == 2 and cases[0]["dtype"] is cases[1]["dtype"]  # one per table
+        assert sum(p.get("op") is xform.OPS[name] for p in params) == 1
+
+
+def test_the_ops_and_cases_rotate_with_the_seed_and_full_keeps_all(monkeypatch):
+    drawn, ops = set(), set()
+    for seed in range(40):
+        for item in _sampled(monkeypatch, seed)[2:]:
+            params = item.callspec.params
+            ops.add(params.get("name") or params["op"].name)
+            if "dtype" in params:
+                drawn.add((params["leadings"], params["dtype"]))
+    assert ops == set(OPS) and len(drawn) == 6
     monkeypatch.setattr(conftest, "FULL", True)
-    items = _tables()
+    items = _items()
     conftest.pytest_collection_modifyitems(_Config(), items)
-    assert len(items) == len(_tables())
+    assert len(items) == len(_items())
