@@ -12,6 +12,7 @@ through every JAX and PyTorch transform; what is wrong with an op's code shows i
 case of it. Tables whose cases are their point (0-d, empty and broadcast batches, bad
 input) carry `pytest.mark.every_case` and keep every case of the ops taken."""
 
+import functools
 import math
 import os
 import secrets
@@ -42,17 +43,32 @@ def _draw(*parts) -> int:
     return zlib.crc32(repr((SEED, *parts)).encode())
 
 
+def taken(op: str) -> bool:
+    """Whether this run takes the op named `op` through the op tables: all where
+    XFORM_TESTS=full; else the ops whose draw is among the least 1/SHARE of xform.OPS's
+    (a product op, named after its op, by the same draw threshold). Tests that loop over
+    the ops in one test, rather than a table, loop over these."""
+    if FULL:
+        return True
+    return _draw(op) <= _threshold(SEED)
+
+
+@functools.cache
+def _threshold(seed: int) -> int:
+    import xform
+
+    draws = sorted(_draw(name) for name in xform.OPS)
+    return draws[math.ceil(len(draws) / SHARE) - 1]
+
+
 def pytest_collection_modifyitems(config, items):
-    """Outside XFORM_TESTS=full: of each op table, the ops whose draw (from the seed and
-    the op's name) ranks in the first 1/SHARE of all the tables' ops, and of each of
-    those, for each sampled parameter, the value whose draw (from the seed, the op and
-    the value, not the table) is least. An op gets the same dtype and variant in every
+    """Outside XFORM_TESTS=full: of each op table, the ops `taken`, and of each of those,
+    for each sampled parameter, the value whose draw (from the seed, the op and the
+    value, not the table) is least. An op gets the same dtype and variant in every
     table, so that it compiles one set of kernels."""
     if FULL:
         return
     tables = dict(_tables(items))  # id(item) -> (table, op, sampled parameters)
-    ops = sorted({op for _, op, _ in tables.values()}, key=_draw)
-    taken = set(ops[: math.ceil(len(ops) / SHARE)])
     values: dict[tuple, set] = {}  # (table, op, parameter) -> the values it takes
     for table, op, sampled in tables.values():
         for p, value in sampled:
@@ -64,7 +80,7 @@ def pytest_collection_modifyitems(config, items):
             return True
         table, op, sampled = tables[id(item)]
         every_case = item.get_closest_marker("every_case") is not None
-        return op in taken and (
+        return taken(op) and (
             every_case or all(value == chosen[table, op, p] for p, value in sampled)
         )
 
