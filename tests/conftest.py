@@ -84,10 +84,10 @@ def pytest_collection_modifyitems(config, items):
             every_case or all(value == chosen[table, op, p] for p, value in sampled)
         )
 
-    dropped = [item for item in items if not kept(item)]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if kept(item)]
+    keep = [kept(item) for item in items]
+    if not all(keep):
+        config.hook.pytest_deselected(items=[i for i, k in zip(items, keep) if not k])
+        items[:] = [i for i, k in zip(items, keep) if k]
 
 
 def _tables(items):

@@ -139,8 +139,9 @@ def main(argv) -> int:
         # The Panda's second-order products (its whole chain differentiated twice) are
         # NVRTC's largest modules, minutes each even at -O1: its first-order kernels
         # here, all of them where XFORM_TESTS=full.
-        full = os.environ.get("XFORM_TESTS", "").strip().lower() == "full"
-        modules += kernel_modules(panda_ops(), second_order=full)
+        from conftest import FULL
+
+        modules += kernel_modules(panda_ops(), second_order=FULL)
     errors = compile_all(modules, threads=1 if parts > 1 else None)
     print(f"{len(modules)} modules for sm_{ARCH} in {time.perf_counter() - start:.1f} s")
     print("\n".join(errors) or "all compiled")
