@@ -385,8 +385,12 @@ def _step_rule(xp, settings, cost, trial_cost, step, finite, scale, damping, gro
     predicted = 0.5 * (step * (damping[:, None] * scale * step - g)).sum(-1)
     actual = cost - trial_cost
     trial_finite = xp.isfinite(trial_cost) & finite
-    accept = trial_finite & ((actual > 0) if lm else True)
-    ratio = xp.where(predicted > 0, actual / xp.where(predicted > 0, predicted, 1.0), 1.0)
+    # as on the host: a decrease within the cost's rounding is taken on the model's word
+    rounding = 16.0 * float(xp.finfo(cost.dtype).eps) * cost
+    unmeasurable = (predicted <= rounding) & (xp.abs(actual) <= rounding)
+    accept = trial_finite & ((actual > 0) | unmeasurable if lm else True)
+    measured = (predicted > 0) & ~unmeasurable
+    ratio = xp.where(measured, actual / xp.where(measured, predicted, 1.0), 1.0)
     factor = xp.maximum(1.0 / 3.0 + 0.0 * ratio, 1.0 - (2.0 * ratio - 1.0) ** 3)
     if lm:
         new_damping = xp.where(

@@ -346,6 +346,7 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
     values = list(_initial_values(sets))
     cost, h, gradient, parts = linearise(values)
     _check_initial(problem, parts, cost)
+    rounding = _rounding(parts)
     history = [cost]
     report = settings.report
     if report:
@@ -424,9 +425,12 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
         finite = math.isfinite(trial_cost)
         small_change = finite and abs(actual) < settings.relative_decrease * cost
         small_step = step_norm < settings.step_norm
-        if finite and (actual > 0 or settings.method != "lm"):
+        # A decrease within the cost's rounding cannot be measured: such a step is taken on
+        # the model's word, or LM stalls some sqrt(eps) short of the minimum.
+        unmeasurable = predicted <= rounding * cost and abs(actual) <= rounding * cost
+        if finite and (actual > 0 or unmeasurable or settings.method != "lm"):
             values, cost, h, gradient = trial, trial_cost, trial_h, trial_gradient
-            ratio = actual / predicted if predicted > 0 else 1.0
+            ratio = actual / predicted if predicted > 0 and not unmeasurable else 1.0
             damping *= max(1.0 / 3.0, 1.0 - (2.0 * ratio - 1.0) ** 3)
             growth = 2.0
             iterations += 1
@@ -461,6 +465,12 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
         timings=timings,
         solves=solves,
     )
+
+
+def _rounding(parts) -> float:
+    """A few rounding steps of a cost summed from these residuals, relative to it."""
+    dtypes = [p[1].dtype for p in parts if np.issubdtype(p[1].dtype, np.floating)]
+    return 16.0 * float(np.finfo(np.result_type(*dtypes) if dtypes else np.float64).eps)
 
 
 def _like(value):

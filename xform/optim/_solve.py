@@ -34,7 +34,9 @@ def solve(
     - Stopping: an accepted step lowering the cost by less than `relative_decrease` of it
       (or a trial changing it by less, either way), a step shorter than `step_norm`, the
       largest gradient entry at most `gradient_norm`, a zero cost (all converged); or
-      `max_iterations` accepted steps (not converged). `result.reason` says which.
+      `max_iterations` accepted steps (not converged). `result.reason` says which. LM
+      takes a step whose predicted and actual changes are both within the cost's rounding
+      (a dozen ulps), so a tight `step_norm` reaches the minimum, not sqrt(eps) short of it.
     - `solver`: the linear solver. On the CPU: "pardiso", "cholmod" (scikit-sparse),
       "cholmod-supernodal" (CVXOPT), "cholespy", "superlu", "dense"; by default the dense
       Cholesky for small systems, else the fastest installed. In the framework (CUDA
