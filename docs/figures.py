@@ -401,12 +401,12 @@ def kinematics_speed(results: dict) -> str:
 
 # --- pose graphs (`python -m benchmarks.pose_graph`) -----------------------------------------
 
-POSE_GRAPHS = "results_pose_graph.json"  # every graph (CHOLMOD, a loaded machine)
+POSE_GRAPHS = "results_pose_graph.json"  # every graph (PARDISO, a quiet machine)
 # The latest run, with the shipped default solver (PARDISO), on the three largest graphs.
 POSE_GRAPHS_LATEST = "results_pose_graph_pardiso.json"
 POSE_GRAPH_COMMAND = "python -m benchmarks.pose_graph"
 POSE_GRAPH_LATEST_COMMAND = (
-    f"{POSE_GRAPH_COMMAND} --graphs sphere2500 parking-garage manhattan --repeats 2"
+    f"{POSE_GRAPH_COMMAND} --graphs sphere2500 parking-garage manhattan --repeats 5"
 )
 
 

@@ -455,7 +455,8 @@ def test_file_without_vertices_starts_from_odometry(tmp_path):
     full = pose_graph.run(DATA / "tinyGrid3D.g2o", "torch", "chordal", report=None)[2]
     for init in ("file", "odometry", "chordal"):
         result = pose_graph.run(path, "torch", init, report=None)[2]
-        np.testing.assert_allclose(result.chi2, full.chi2, rtol=1e-9)
+        # the example stops at a relative decrease of 1e-6, some 1e-8 above the optimum
+        np.testing.assert_allclose(result.chi2, full.chi2, rtol=1e-7)
 
 
 def test_command_line(tmp_path, capsys):
