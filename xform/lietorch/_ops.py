@@ -28,11 +28,22 @@ import warp as wp
 
 from .._define import define_op
 from .._op import Op
-from ..ops._scaled_rotation import quadratic_apply, scaled_rotation_coefficients
+from ..ops._scaled_rotation import (
+    jacobian_blocks,
+    quadratic_apply,
+    scaled_rotation_coefficients_less_one,
+)
 from ..ops.quaternion import quat_conjugate, quat_multiply, quat_rotate
 from ..ops.se3 import se3_left_jacobian, se3_left_jacobian_inverse, se3_log
 from ..ops.sim3 import sim3_left_jacobian, sim3_left_jacobian_inverse, sim3_log
-from ..ops.so3 import left_jacobian, left_jacobian_inverse, quat_exp, so3_log
+from ..ops.so3 import (
+    left_jacobian,
+    left_jacobian_apply,
+    left_jacobian_inverse,
+    left_jacobian_transpose_apply,
+    quat_exp,
+    so3_log,
+)
 
 
 @wp.func
@@ -220,7 +231,7 @@ def se3_exp_parts(a: Any):
     """se3_exp's translation J_l(phi) tau, with the quaternion of either sign (LieTorch's
     w is cos(theta / 2), negative past pi)."""
     omega = wp.vector(a[3], a[4], a[5])
-    return left_jacobian(omega) @ wp.vector(a[0], a[1], a[2]), quat_exp(omega), type(a[0])(1.0)
+    return left_jacobian_apply(omega, wp.vector(a[0], a[1], a[2])), quat_exp(omega), type(a[0])(1.0)
 
 
 @wp.func
@@ -270,9 +281,28 @@ def sim3_pad(a: Any):
 def sim3_exp_parts(a: Any):
     """sim3_exp's (W rho, e^sigma), with the quaternion of either sign (as LieTorch's)."""
     omega = wp.vector(a[3], a[4], a[5])
-    a0, a1, a2 = scaled_rotation_coefficients(a[6], wp.dot(omega, omega))
+    a0_less_one, a1, a2 = scaled_rotation_coefficients_less_one(a[6], wp.dot(omega, omega))
     rho = wp.vector(a[0], a[1], a[2])
-    return quadratic_apply(omega, a0, a1, a2, rho), quat_exp(omega), wp.exp(a[6])
+    return rho + quadratic_apply(omega, a0_less_one, a1, a2, rho), quat_exp(omega), wp.exp(a[6])
+
+
+@wp.func
+def sim3_exp_backward(a: Any, g: Any):
+    """J_l(a)^T g, its diagonal blocks applied as g + (block - I)^T g (W^T = a0 I - a1 K
+    + a2 K^2, J_l(omega)^T likewise): g enters unrounded, so near the identity each part is
+    g and small terms to one rounding (float32, docs/lietorch.md)."""
+    omega = wp.vector(a[3], a[4], a[5])
+    x = wp.dot(omega, omega)
+    a0_less_one, a1, a2 = scaled_rotation_coefficients_less_one(a[6], x)
+    w, q, column, j = jacobian_blocks(a)
+    g_t = wp.vector(g[0], g[1], g[2])
+    g_r = wp.vector(g[3], g[4], g[5])
+    rho_bar = g_t + quadratic_apply(omega, a0_less_one, -a1, a2, g_t)
+    omega_bar = wp.transpose(q) @ g_t + left_jacobian_transpose_apply(omega, g_r)
+    sigma_bar = wp.dot(column, g_t) + g[6]
+    return wp.vector(
+        rho_bar[0], rho_bar[1], rho_bar[2], omega_bar[0], omega_bar[1], omega_bar[2], sigma_bar
+    )
 
 
 @wp.func
@@ -333,9 +363,18 @@ def _operations(g: dict[str, Any], name: str, n: int, k: int) -> dict[str, Op]:
         t, q, s = exp_parts(a)
         return write(t, q, s)
 
-    @wp.func
-    def exp_backward(a: Any, g: Any):
-        return wp.transpose(jacobian(a)) @ head(g)
+    exp_backward_of = g["exp_backward"]
+    if exp_backward_of is None:
+
+        @wp.func
+        def exp_backward(a: Any, g: Any):
+            return wp.transpose(jacobian(a)) @ head(g)
+
+    else:
+
+        @wp.func
+        def exp_backward(a: Any, g: Any):
+            return exp_backward_of(a, head(g))
 
     @wp.func
     def log(x: Any):
@@ -527,6 +566,8 @@ def _row(prefix: str, left, left_inverse) -> dict[str, Any]:
             "exp_parts", "log_of",
         )
     }  # fmt: skip
+    # a group's own J_l(a)^T g where the matrix product loses accuracy near the identity
+    row["exp_backward"] = functions.get(f"{prefix}_exp_backward")
     return row | {"left_jacobian": left, "left_jacobian_inverse": left_inverse}
 
 

@@ -56,6 +56,8 @@ def _factorial(n: int) -> float:
 # the first term left out is below 1e-19 of the sum (1e-17 with the factors n^4 that the
 # second derivatives in x bring).
 F_LOW, F_MID, F_HIGH = _chunks(lambda n: 1.0 / _factorial(n + 1))
+# f(z) - 1: its constant term left out (the Horner step that adds it touches a0 only)
+F_LESS_ONE_LOW = _chunks(lambda n: 0.0 if n == 0 else 1.0 / _factorial(n + 1))[0]
 F1_LOW, F1_MID, F1_HIGH = _chunks(lambda n: (n + 1) / _factorial(n + 2))
 F2_LOW, F2_MID, F2_HIGH = _chunks(lambda n: (n + 1) * (n + 2) / _factorial(n + 3))
 
@@ -251,6 +253,16 @@ def scaled_rotation_coefficients(sigma: Any, x: Any):
     c = one_minus_cos_over(x)
     d = sigma * sigma + x
     return f, (sigma * e * s + x * e * c - sigma * f) / d, (sigma * e * c + f - e * s) / d
+
+
+@wp.func
+def scaled_rotation_coefficients_less_one(sigma: Any, x: Any):
+    """W's a0 - 1, a1, a2: sim3_exp's translation as rho + (W - I) rho, rho unrounded
+    (near the identity a0 = 1 + sigma / 2 rounds before it multiplies)."""
+    if sigma * sigma + x < type(x)(SERIES_RADIUS2):
+        return series_triple(sigma, x, F_LESS_ONE_LOW, F_MID, F_HIGH)
+    a0, a1, a2 = scaled_rotation_coefficients(sigma, x)
+    return a0 - type(x)(1.0), a1, a2
 
 
 @wp.func

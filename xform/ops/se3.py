@@ -33,7 +33,9 @@ from .so3 import (
     hat,
     hat_vjp,
     left_jacobian,
+    left_jacobian_apply,
     left_jacobian_inverse,
+    left_jacobian_inverse_apply,
     left_jacobian_inverse_tangent,
     left_jacobian_tangent,
     log_parts,
@@ -82,7 +84,7 @@ def blocks(a: Any, b: Any, c: Any, d: Any):
 @wp.func
 def se3_exp(xi: Any):
     omega = omega_of(xi)
-    return left_jacobian(omega) @ rho_of(xi), so3_exp(omega)
+    return left_jacobian_apply(omega, rho_of(xi)), so3_exp(omega)
 
 
 @wp.func
@@ -109,7 +111,7 @@ def se3_exp_vjp(xi: Any, g_position: Any, g_quaternion: Any):
 @wp.func
 def se3_log(position: Any, quaternion: Any):
     omega = so3_log(quaternion)
-    return twist(left_jacobian_inverse(omega) @ position, omega)
+    return twist(left_jacobian_inverse_apply(omega, position), omega)
 
 
 @wp.func

@@ -27,6 +27,7 @@ from ._scaled_rotation import (
     scaled_rotation_apply_tangent,
     scaled_rotation_apply_vjp,
     scaled_rotation_coefficients,
+    scaled_rotation_coefficients_less_one,
     slope_vectors,
 )
 from .conversions import (
@@ -74,8 +75,9 @@ def sim3_exp(xi: Any):
     """(W(omega, sigma) rho, so3_exp(omega), e^sigma)."""
     omega = omega_of(xi)
     sigma = xi[6]
-    a0, a1, a2 = scaled_rotation_coefficients(sigma, wp.dot(omega, omega))
-    return quadratic_apply(omega, a0, a1, a2, rho_of(xi)), so3_exp(omega), wp.exp(sigma)
+    a0_less_one, a1, a2 = scaled_rotation_coefficients_less_one(sigma, wp.dot(omega, omega))
+    rho = rho_of(xi)
+    return rho + quadratic_apply(omega, a0_less_one, a1, a2, rho), so3_exp(omega), wp.exp(sigma)
 
 
 @wp.func

@@ -46,6 +46,16 @@ def skew_quadratic(omega: Any, a: Any, b: Any):
 
 
 @wp.func
+def skew_quadratic_apply(omega: Any, a: Any, b: Any, v: Any):
+    """(I + a K + b K^2) v as v + a (omega x v) + b omega x (omega x v): v enters
+    unrounded, so near the identity the result is v and small terms to one rounding, where
+    the matrix's diagonal 1 + b K^2_ii is rounded before it multiplies (float32's error
+    near the identity, docs/lietorch.md)."""
+    u = wp.cross(omega, v)
+    return v + a * u + b * wp.cross(omega, u)
+
+
+@wp.func
 def skew_quadratic_tangent(omega: Any, a: Any, a_slope: Any, b: Any, b_slope: Any, d_omega: Any):
     """d(I + a(x) K + b(x) K^2) along d_omega, x = |omega|^2, given a, b and their slopes."""
     x = wp.dot(omega, omega)
@@ -272,6 +282,20 @@ def left_jacobian(omega: Any):
     return skew_quadratic(omega, one_minus_cos_over(x), sine_remainder(x))
 
 
+@wp.func
+def left_jacobian_apply(omega: Any, v: Any):
+    """J_l(omega) v."""
+    x = wp.dot(omega, omega)
+    return skew_quadratic_apply(omega, one_minus_cos_over(x), sine_remainder(x), v)
+
+
+@wp.func
+def left_jacobian_transpose_apply(omega: Any, v: Any):
+    """J_l(omega)^T v (K^T = -K)."""
+    x = wp.dot(omega, omega)
+    return skew_quadratic_apply(omega, -one_minus_cos_over(x), sine_remainder(x), v)
+
+
 left_jacobian_tangent, left_jacobian_vjp = skew_quadratic_products(
     "left_jacobian", left_jacobian_coefficients
 )
@@ -283,6 +307,13 @@ def left_jacobian_inverse(omega: Any):
     + (1/theta^2 - (1 + cos(theta))/(2 theta sin(theta))) [omega]x^2."""
     x = wp.dot(omega, omega)
     return skew_quadratic(omega, type(x)(-0.5), jacobian_inverse_coefficient(x))
+
+
+@wp.func
+def left_jacobian_inverse_apply(omega: Any, v: Any):
+    """J_l(omega)^-1 v."""
+    x = wp.dot(omega, omega)
+    return skew_quadratic_apply(omega, type(x)(-0.5), jacobian_inverse_coefficient(x), v)
 
 
 left_jacobian_inverse_tangent, left_jacobian_inverse_vjp = skew_quadratic_products(
