@@ -390,7 +390,10 @@ def test_sparse_pattern_and_solvers(rng):
 
 
 def central_difference(f, x, direction, eps):
-    return (f(x + eps * direction) - f(x - eps * direction)) / (2 * eps)
+    """Fourth order (error eps^4 f^(5) / 30): a step large against each re-solve's
+    rounding, and still no truncation at 1e-5."""
+    values = [f(x + k * eps * direction) for k in (-2, -1, 1, 2)]
+    return (values[0] - 8 * values[1] + 8 * values[2] - values[3]) / (12 * eps)
 
 
 def check_implicit(framework, build, data, rng, eps=1e-4):
@@ -444,7 +447,7 @@ def test_implicit_gradient_of_a_bundle_adjustment(rng, framework):
         result = optim.solve(problem, eliminate=p, relative_decrease=0.0, step_norm=1e-12)
         return (result.values(p) ** 2).sum() + result.values(k)[2:, 0].sum() * 1e-3
 
-    check_implicit(framework, build, observed.copy(), rng, eps=1e-3)
+    check_implicit(framework, build, observed.copy(), rng, eps=3e-3)
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
