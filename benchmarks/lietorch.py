@@ -99,36 +99,48 @@ def compare(peer, name: str, op: str, n: int, repeats: int, generator) -> dict:
 
 
 def float32_accuracy(peer) -> list[dict]:
-    """float32 errors near the identity, against float64 (xform's), each relative to the
-    size of what it measures: exp's data part by part (translation, the quaternion's
-    vector part, the scale), log of the float32 data (against the exact log of that very
-    data, so that the input's rounding does not count), and exp's gradient."""
+    """float32 errors near the identity (`float32_errors`), xform's and LieTorch's."""
     rows = []
     generator = torch.Generator().manual_seed(3)
     for name in ("SO3", "SE3", "Sim3"):
-        G = getattr(ours, name)
         for norm in (1e-7, 2e-6, 1e-4, 1e-2):
-            direction = torch.randn(256, G.manifold_dim, dtype=torch.float64, generator=generator)
-            a = (norm * direction / direction.norm(dim=-1, keepdim=True)).float().double()
-            exact = G.exp(a).data
-            weights = torch.randn(exact.shape, dtype=torch.float64, generator=generator)
-            leaf = a.clone().requires_grad_(True)
-            (exact_grad,) = torch.autograd.grad((G.exp(leaf).data * weights).sum(), leaf)
-            data32 = exact.float()
-            exact_log = G(data32.double()).log()
             row = {"group": name, "norm": norm}
-            for label, module in (("xform", ours), ("lietorch", peer)):
-                H = getattr(module, name)
-                single = a.float().requires_grad_(True)
-                value = H.exp(single).data
-                (gradient,) = torch.autograd.grad((value * weights.float()).sum(), single)
-                row[f"exp_{label}"] = max(
-                    _relative(value[..., cols], exact[..., cols]) for cols in _parts(name)
-                )
-                row[f"log_{label}"] = _relative(H(data32).log(), exact_log)
-                row[f"exp_grad_{label}"] = _relative(gradient, exact_grad)
+            errors = float32_errors(name, norm, generator, {"xform": ours, "lietorch": peer})
+            for label, (exp_parts, log, exp_grad) in errors.items():
+                row[f"exp_{label}"] = max(exp_parts)
+                row[f"log_{label}"] = log
+                row[f"exp_grad_{label}"] = exp_grad
             rows.append(row)
     return rows
+
+
+def float32_errors(name: str, norm: float, generator, modules: dict) -> dict:
+    """Per module (label: a LieTorch-like module), float32 errors at 256 tangents of norm
+    `norm` against float64 (xform's), each relative to the size of what it measures:
+    (exp's data part by part: translation, the quaternion's vector part, the scale; log of
+    the float32 data, against the exact log of that very data, so that the input's
+    rounding does not count; exp's gradient)."""
+    G = getattr(ours, name)
+    direction = torch.randn(256, G.manifold_dim, dtype=torch.float64, generator=generator)
+    a = (norm * direction / direction.norm(dim=-1, keepdim=True)).float().double()
+    exact = G.exp(a).data
+    weights = torch.randn(exact.shape, dtype=torch.float64, generator=generator)
+    leaf = a.clone().requires_grad_(True)
+    (exact_grad,) = torch.autograd.grad((G.exp(leaf).data * weights).sum(), leaf)
+    data32 = exact.float()
+    exact_log = G(data32.double()).log()
+    errors = {}
+    for label, module in modules.items():
+        H = getattr(module, name)
+        single = a.float().requires_grad_(True)
+        value = H.exp(single).data
+        (gradient,) = torch.autograd.grad((value * weights.float()).sum(), single)
+        errors[label] = (
+            [_relative(value[..., cols], exact[..., cols]) for cols in _parts(name)],
+            _relative(H(data32).log(), exact_log),
+            _relative(gradient, exact_grad),
+        )
+    return errors
 
 
 def _parts(name: str) -> list[slice]:

@@ -160,29 +160,16 @@ def test_float32_near_the_identity_is_right_to_a_rounding(name):
     6.5e-8 of their sizes (half an ulp of 1 is 6.0e-8: v + (M - I) v rounds once), and
     Sim3's exp gradient within 1.3e-7. Through the matrices I + a K + b K^2 these were
     8.3e-8 to 1.5e-7."""
-    from benchmarks.lietorch import _parts, _relative
+    from benchmarks.lietorch import float32_errors
 
     generator = torch.Generator().manual_seed(3)
-    G = GROUPS[name]
     for norm in (1e-7, 2e-6, 1e-4, 1e-2):
-        direction = torch.randn(256, G.manifold_dim, dtype=torch.float64, generator=generator)
-        a = (norm * direction / direction.norm(dim=-1, keepdim=True)).float().double()
-        exact = G.exp(a).data
-        weights = torch.randn(exact.shape, dtype=torch.float64, generator=generator)
-        leaf = a.clone().requires_grad_(True)
-        (exact_gradient,) = torch.autograd.grad((G.exp(leaf).data * weights).sum(), leaf)
-        single = a.float().requires_grad_(True)
-        value = G.exp(single).data
-        (gradient,) = torch.autograd.grad((value * weights.float()).sum(), single)
-        data32 = exact.float()
         small = norm in (2e-6, 1e-4)
-        for cols in _parts(name):
-            error = _relative(value[..., cols], exact[..., cols])
-            assert error <= (6.5e-8 if small else 2e-7), (norm, cols, error)
-        error = _relative(G(data32).log(), G(data32.double()).log())
-        assert error <= (6.5e-8 if small and name == "SE3" else 2e-7), (norm, error)
-        error = _relative(gradient, exact_gradient)
-        assert error <= (1.3e-7 if small and name == "Sim3" else 2e-7), (norm, error)
+        exp_parts, log, exp_grad = float32_errors(name, norm, generator, {"xform": lt})["xform"]
+        for part, error in enumerate(exp_parts):
+            assert error <= (6.5e-8 if small else 2e-7), (norm, part, error)
+        assert log <= (6.5e-8 if small and name == "SE3" else 2e-7), (norm, log)
+        assert exp_grad <= (1.3e-7 if small and name == "Sim3" else 2e-7), (norm, exp_grad)
 
 
 # --- gradients: LieTorch's semantics ------------------------------------------------------------
