@@ -465,7 +465,9 @@ def _torch_loop(machine: Machine, settings: Settings, values, indices, data):
         rows = None if count > 0.75 * batch else running.nonzero()[:, 0]
         here = _Rows(rows, batch)
         tick = time.perf_counter()
-        step, finite, scale = machine.solve(here.take(h), here.take(g), here.take(damping))
+        current_h, current_g, current_cost = here.take(h), here.take(g), here.take(cost)
+        current_damping, current_growth = here.take(damping), here.take(growth)
+        step, finite, scale = machine.solve(current_h, current_g, current_damping)
         if rows is None:
             step = torch.where(running[:, None], step, 0.0 * step)
         timings.solve += time.perf_counter() - tick
@@ -476,10 +478,9 @@ def _torch_loop(machine: Machine, settings: Settings, values, indices, data):
         tick = time.perf_counter()
         trial_cost, trial_h, trial_g, _ = machine.linearise(trial, indices, here.take(data))
         timings.residuals += time.perf_counter() - tick
-        current_cost, current_g = here.take(cost), here.take(g)
         accept, damping_new, growth_new, step_status = _step_rule(
             xp, settings, current_cost, trial_cost, step, finite, scale,
-            here.take(damping), here.take(growth), current_g, "torch",
+            current_damping, current_growth, current_g, "torch",
         )  # fmt: skip
         active = here.take(running)
         accept = accept & active
@@ -487,10 +488,10 @@ def _torch_loop(machine: Machine, settings: Settings, values, indices, data):
             values, [_select_values(accept, t, v, "torch") for t, v in zip(trial, current)]
         )
         cost = here.put(cost, torch.where(accept, trial_cost, current_cost))
-        h = here.put(h, _choose(accept, trial_h, here.take(h), "torch"))
+        h = here.put(h, _choose(accept, trial_h, current_h, "torch"))
         g = here.put(g, torch.where(accept[:, None], trial_g, current_g))
-        damping = here.put(damping, torch.where(active, damping_new, here.take(damping)))
-        growth = here.put(growth, torch.where(active, growth_new, here.take(growth)))
+        damping = here.put(damping, torch.where(active, damping_new, current_damping))
+        growth = here.put(growth, torch.where(active, growth_new, current_growth))
         iterations = iterations + here.put(torch.zeros_like(iterations), accept.long())
         current_status = here.take(status)
         status = here.put(
