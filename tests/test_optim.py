@@ -386,6 +386,55 @@ def test_sparse_pattern_and_solvers(rng):
         np.testing.assert_allclose(pattern.full_matrix(values) @ x, rhs, atol=1e-8, err_msg=name)
 
 
+def test_block_pattern_of_mixed_blocks_and_unread_unknowns(rng):
+    """Two costs over blocks of sizes 3 and 2, with unknowns no cost reads between them:
+    the per-block pattern equals the per-entry one, every column starts at its diagonal,
+    and the assembled matrix is the dense sum."""
+    big = np.arange(5) * 3  # five 3-blocks at 0..14, then unknowns 15, 16 unread
+    small = 17 + np.arange(4) * 2  # four 2-blocks at 17..24, then 25 unread
+    size, k = 26, 40
+    costs = [
+        (np.stack([rng.choice(big, k), rng.choice(small, k)], 1), [3, 2]),
+        (np.stack([rng.choice(small, k), rng.choice(big, k), rng.choice(small, k)], 1), [2, 3, 2]),
+    ]
+    costs[1][0][:5, 0] = -1  # fixed
+    costs[1][0][5:8, 2] = costs[1][0][5:8, 0]  # one variable in two slots of an instance
+    pattern, slots = cost_pattern(size, costs)
+    dense = np.zeros((size, size))
+    rows, cols, contributions = [], [], []
+    for (starts, dims), slot in zip(costs, slots):
+        columns = np.concatenate(
+            [
+                np.where(starts[:, [a]] >= 0, starts[:, [a]] + np.arange(d), -1)
+                for a, d in enumerate(dims)
+            ],
+            axis=1,
+        )
+        jac = rng.normal(size=(k, 4, columns.shape[1]))
+        blocks = np.swapaxes(jac, 1, 2) @ jac
+        contributions.append((slot, blocks))
+        rows.append(np.broadcast_to(columns[:, :, None], blocks.shape).ravel())
+        cols.append(np.broadcast_to(columns[:, None, :], blocks.shape).ravel())
+        for e in range(k):
+            for a, ra in enumerate(columns[e]):
+                for b, cb in enumerate(columns[e]):
+                    if ra >= 0 and cb >= 0:
+                        dense[ra, cb] += blocks[e, a, b]
+    by_entries = Pattern(size, np.concatenate(rows), np.concatenate(cols))
+    np.testing.assert_array_equal(pattern.indptr, by_entries.indptr)
+    np.testing.assert_array_equal(pattern.indices, by_entries.indices)
+    np.testing.assert_array_equal(pattern.keys, by_entries.keys)
+    np.testing.assert_array_equal(pattern.indices[pattern.diagonal], np.arange(size))
+    values = sum(pattern.assemble(slot, blocks) for slot, blocks in contributions)
+    np.testing.assert_allclose(pattern.dense(values), dense, atol=1e-10)
+    assert pattern.dense(values)[15, 15] == pattern.dense(values)[25, 25] == 0.0
+    values[pattern.diagonal] += 1.0
+    rhs = rng.normal(size=size)
+    for name in available_solvers():
+        x = make_solver(pattern, name)(values, rhs)
+        np.testing.assert_allclose(pattern.full_matrix(values) @ x, rhs, atol=1e-8, err_msg=name)
+
+
 # --- implicit gradients --------------------------------------------------------------------
 
 
@@ -533,6 +582,10 @@ def test_indefinite_information_is_refused(framework):
     information = np.stack([np.eye(3), np.diag([1.0, -2.0, 1.0])])
     with pytest.raises(ValueError, match=r"information\[1\] is not positive definite"):
         optim.sqrt_information(information if framework == "numpy" else to(framework, information))
+    not_finite = np.stack([np.eye(3)] * 3)
+    not_finite[2, 1, 1] = np.nan
+    with pytest.raises(ValueError, match=r"information\[2\] is not positive definite"):
+        optim.sqrt_information(not_finite if framework == "numpy" else to(framework, not_finite))
     asymmetric = np.eye(3)
     asymmetric[0, 1] = 0.5
     with pytest.raises(ValueError, match=r"information\[0\] is not symmetric"):

@@ -18,6 +18,8 @@ saves.
 from __future__ import annotations
 
 import copy
+import ctypes
+import functools
 import importlib.util
 
 import numpy as np
@@ -31,6 +33,28 @@ try:  # at import, with the other imports: pypardiso finds MKL by searching the 
     _PARDISO_TEMPLATE = pypardiso.PyPardisoSolver(mtype=2)
 except ImportError:
     _PARDISO_TEMPLATE = None
+
+# PARDISO's settings (MKL's `iparm`, 0-based): its defaults for symmetric positive definite
+# matrices (`pardisoinit`), but a minimum-degree ordering (AMD), which leaves 3-19% less
+# fill than the default nested dissection on every pose graph of the data folder, and no
+# iterative refinement, which a damped Gauss-Newton step has no use for (the residual of a
+# solve without it is ~1e-15; benchmarks/NOTES.md 39).
+_PARDISO_ORDERING, _PARDISO_MINIMUM_DEGREE = 1, 0
+_PARDISO_REFINEMENT_STEPS = 7
+
+
+def _pardiso_settings() -> np.ndarray:
+    iparm, handle = np.zeros(64, np.int32), np.zeros(64, np.int64)
+    initialise = _PARDISO_TEMPLATE.libmkl.pardisoinit
+    initialise.restype = None
+    initialise(
+        handle.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
+        ctypes.byref(ctypes.c_int32(_PARDISO_TEMPLATE.mtype)),
+        iparm.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+    )
+    iparm[_PARDISO_ORDERING] = _PARDISO_MINIMUM_DEGREE
+    iparm[_PARDISO_REFINEMENT_STEPS] = 0
+    return iparm
 
 
 class Pattern:
@@ -55,6 +79,23 @@ class Pattern:
         self.indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
         self.nnz = len(keys)
         self.diagonal = self.indptr[:-1].astype(np.int64)  # the first row of each column
+
+    @classmethod
+    def from_csc(cls, size: int, indices: np.ndarray, indptr: np.ndarray) -> Pattern:
+        """A pattern given in CSC (sorted rows, each column's diagonal first)."""
+        pattern = cls.__new__(cls)
+        pattern.size = int(size)
+        pattern.indices = np.asarray(indices).astype(np.int32)
+        pattern.indptr = np.asarray(indptr).astype(np.int32)
+        pattern.nnz = len(pattern.indices)
+        pattern.diagonal = pattern.indptr[:-1].astype(np.int64)
+        return pattern
+
+    @functools.cached_property
+    def keys(self) -> np.ndarray:
+        """Each stored entry's `column * size + row`, ascending (what `slots` searches)."""
+        columns = np.repeat(np.arange(self.size, dtype=np.int64), np.diff(self.indptr))
+        return columns * self.size + self.indices
 
     def slots(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """Each entry's place in the value array: entries below or on the diagonal, of
@@ -98,50 +139,72 @@ def cost_pattern(size: int, costs: list[tuple[np.ndarray, list[int]]]):
 
     `costs`: per cost, `starts (k, S)` (each slot's first unknown, -1 where the variable is
     fixed) and the slots' sizes (S,), the columns of J in slot order. Worked out per block,
-    not per entry: the unique block pairs make the pattern, and each instance's block
-    (slot a, slot b) finds the first row of its block in each column (rows of one block are
-    consecutive there): a block at or below the diagonal lands, the mirror above it is
-    dropped, and in a diagonal block the entries above the diagonal are."""
-    rows, cols = [], []
+    not per entry: the unique block pairs (row block at or below column block) make the
+    pattern, each column of a block pair holds one run of consecutive rows (from the
+    diagonal down in a diagonal block), and an instance's entry lands at its run's start
+    plus its row's place in the run; a block above the diagonal is dropped (its mirror
+    lands), and so are a diagonal block's entries above the diagonal. Unknowns no cost
+    reads keep a diagonal entry of their own."""
+    row_starts, col_starts, heights, widths = [], [], [], []
     for starts, dims in costs:
         for a, d_a in enumerate(dims):
             for b, d_b in enumerate(dims):
                 s_a, s_b = starts[:, a], starts[:, b]
                 keep = (s_b >= 0) & (s_a >= s_b)
-                keys = np.unique(s_a[keep] * size + s_b[keep])
-                r, c = keys // size, keys % size
-                rows.append(
-                    (r[:, None, None] + np.arange(d_a)[:, None] + 0 * np.arange(d_b)).ravel()
-                )
-                cols.append(
-                    (c[:, None, None] + 0 * np.arange(d_a)[:, None] + np.arange(d_b)).ravel()
-                )
-    pattern = Pattern(
-        size,
-        np.concatenate(rows) if rows else np.zeros(0, np.int64),
-        np.concatenate(cols) if cols else np.zeros(0, np.int64),
+                row_starts.append(s_a[keep])
+                col_starts.append(s_b[keep])
+                heights.append(np.full(int(keep.sum()), d_a))
+                widths.append(np.full(int(keep.sum()), d_b))
+    row_start, col_start, height, width = (
+        np.concatenate(x).astype(np.int64) if x else np.zeros(0, np.int64)
+        for x in (row_starts, col_starts, heights, widths)
     )
+    # every unknown outside the diagonal blocks: a 1 x 1 block of its own
+    on_diagonal = row_start == col_start
+    depth = np.zeros(size + 1, np.int64)
+    np.add.at(depth, col_start[on_diagonal], 1)
+    np.add.at(depth, col_start[on_diagonal] + width[on_diagonal], -1)
+    alone = np.flatnonzero(np.cumsum(depth[:size]) == 0)
+    row_start, col_start = np.concatenate([row_start, alone]), np.concatenate([col_start, alone])
+    height = np.concatenate([height, np.ones(len(alone), np.int64)])
+    width = np.concatenate([width, np.ones(len(alone), np.int64)])
+
+    pair_keys, first = np.unique(col_start * size + row_start, return_index=True)  # by column
+    row_start, col_start, height, width = (x[first] for x in (row_start, col_start, height, width))
+    # a run per (block pair, column of the block), stored column by column, then by row
+    run_of_pair = np.concatenate([[0], np.cumsum(width)])
+    pair = np.repeat(np.arange(len(pair_keys)), width)
+    q = np.arange(run_of_pair[-1]) - run_of_pair[pair]
+    column = col_start[pair] + q
+    diagonal = row_start[pair] == col_start[pair]
+    first_row = np.where(diagonal, column, row_start[pair])
+    length = np.where(diagonal, width[pair] - q, height[pair])
+    order = np.argsort(column, kind="stable")  # pairs of one column already sorted by row
+    run_start = np.empty_like(length)
+    run_start[order] = np.cumsum(length[order]) - length[order]
+    nnz = int(length.sum())
+    indices = np.repeat(first_row[order] - run_start[order], length[order]) + np.arange(nnz)
+    counts = np.bincount(column, weights=length, minlength=size).astype(np.int64)
+    pattern = Pattern.from_csc(size, indices, np.concatenate([[0], np.cumsum(counts)]))
+
     all_slots = []
     for starts, dims in costs:
         k, total = len(starts), int(sum(dims))
-        slots = np.full((k, total, total), pattern.nnz, dtype=np.int64)
+        slots = np.full((k, total, total), nnz, dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(dims)]).astype(int)
         for a, d_a in enumerate(dims):
             for b, d_b in enumerate(dims):
                 s_a, s_b = starts[:, a], starts[:, b]
                 keep = (s_b >= 0) & (s_a >= s_b)
-                diagonal = (s_a == s_b)[:, None, None]
-                column = np.where(keep, s_b, 0)[:, None] + np.arange(d_b)  # (k, d_b)
-                # the first row of the block stored in each column: the block's first row,
-                # or in a diagonal block the diagonal entry (nothing above it is stored)
-                first_row = np.where(diagonal[:, 0], column, np.where(keep, s_a, 0)[:, None])
-                first = np.searchsorted(pattern.keys, column * size + first_row)  # (k, d_b)
+                found = np.searchsorted(pair_keys, np.where(keep, s_b * size + s_a, 0))
+                runs = run_of_pair[np.where(keep, found, 0)][:, None] + np.arange(d_b)
+                on_diagonal = (s_a == s_b)[:, None, None]
                 p_index = np.arange(d_a)[None, :, None]
                 q_index = np.arange(d_b)[None, None, :]
-                block = first[:, None, :] + p_index - np.where(diagonal, q_index, 0)
-                valid = keep[:, None, None] & ~(diagonal & (p_index < q_index))
+                block = run_start[runs][:, None, :] + p_index - np.where(on_diagonal, q_index, 0)
+                valid = keep[:, None, None] & ~(on_diagonal & (p_index < q_index))
                 slots[:, offsets[a] : offsets[a + 1], offsets[b] : offsets[b + 1]] = np.where(
-                    valid, block, pattern.nnz
+                    valid, block, nnz
                 )
         all_slots.append(slots.ravel())
     return pattern, all_slots
@@ -152,21 +215,12 @@ def block_pattern(blocks: int, d: int, i: np.ndarray, j: np.ndarray):
     edges (i, j) (an index < 0: a fixed block), and the slots of each edge's blocks (ii, ij,
     jj), each (m, d, d), in that order: `assemble(slots, concatenate of the blocks)`. Only
     H_ij is given, so its entries above the diagonal go to their mirrors."""
-    a = np.arange(d)
-    rows_i = np.where(i[:, None] >= 0, i[:, None] * d + a, -1)
-    rows_j = np.where(j[:, None] >= 0, j[:, None] * d + a, -1)
-    columns = np.concatenate([rows_i, rows_j], axis=1)
-    pattern = Pattern(
-        blocks * d,
-        np.broadcast_to(columns[:, :, None], (len(i), 2 * d, 2 * d)),
-        np.broadcast_to(columns[:, None, :], (len(i), 2 * d, 2 * d)),
-    )
-    ii = lower_slots(pattern, rows_i)
-    jj = lower_slots(pattern, rows_j)
-    r = np.broadcast_to(rows_i[:, :, None], (len(i), d, d))
-    c = np.broadcast_to(rows_j[:, None, :], (len(i), d, d))
-    ij = pattern.slots(np.maximum(r, c), np.where((r >= 0) & (c >= 0), np.minimum(r, c), -1))
-    return pattern, np.concatenate([ii.ravel(), ij.ravel(), jj.ravel()])
+    starts = np.stack([np.where(i >= 0, i * d, -1), np.where(j >= 0, j * d, -1)], axis=1)
+    pattern, (slots,) = cost_pattern(blocks * d, [(starts, [d, d])])
+    slots = slots.reshape(len(i), 2 * d, 2 * d)
+    ij, ji = slots[:, :d, d:], np.swapaxes(slots[:, d:, :d], 1, 2)
+    ij = np.where(ij < pattern.nnz, ij, ji)  # stored as H_ij, else as its mirror H_ji
+    return pattern, np.concatenate([slots[:, :d, :d].ravel(), ij.ravel(), slots[:, d:, d:].ravel()])
 
 
 class Pardiso:
@@ -184,7 +238,7 @@ class Pardiso:
         self._error = pypardiso.pardiso_wrapper.PyPardisoError
         solver = self._solver = copy.copy(_PARDISO_TEMPLATE)  # MKL found once
         solver.pt = np.zeros_like(_PARDISO_TEMPLATE.pt)  # PARDISO's handle: a new one
-        solver.iparm = _PARDISO_TEMPLATE.iparm.copy()
+        solver.iparm = _pardiso_settings()
         solver.perm = _PARDISO_TEMPLATE.perm.copy()
         self._pattern = pattern
         self._analysed = False
@@ -354,7 +408,12 @@ DENSE_BELOW = 600
 def available_solvers() -> list[str]:
     """The sparse solvers whose library is installed, fastest first (as measured), then
     the dense one."""
-    return [name for name, module in _MODULES.items() if importlib.util.find_spec(module)]
+    return [name for name, module in _MODULES.items() if _installed(module)]
+
+
+@functools.cache
+def _installed(module: str) -> bool:  # once per process: find_spec walks sys.path each call
+    return importlib.util.find_spec(module) is not None
 
 
 def make_solver(pattern: Pattern, name: str | None = None):
