@@ -306,6 +306,8 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
     moving = [bool(f.any()) for f in free]
     timings.other += time.perf_counter() - start
 
+    products = {}  # each cost's J^T J, written in place: fresh pages cost ~0.4 ms a MB here
+
     def linearise(values):
         tick = time.perf_counter()
         if kind == "jax":  # the per-instance products inside the jitted function
@@ -323,7 +325,7 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
         timings.residuals += tock - tick
         cost = math.fsum(p[0] for p in parts)
         contributions, gradients = [], []
-        for _, r, j, jr in blocks:
+        for index, (_, r, j, jr) in enumerate(blocks):
             if j is None:
                 continue
             if jr is not None:  # J^T J and J^T r from JAX
@@ -331,13 +333,17 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
                 gradients.append(numpy_of(jr).ravel())
                 continue
             jt = np.swapaxes(j, -1, -2)
-            contributions.append(np.matmul(jt, j).ravel())
+            shape = jt.shape[:-1] + j.shape[-1:]
+            product = products.get(index)
+            if product is None or product.shape != shape or product.dtype != j.dtype:
+                product = products[index] = np.empty(shape, j.dtype)
+            contributions.append(np.matmul(jt, j, out=product).ravel())
             gradients.append(np.matmul(jt, r[..., None]).ravel())
         if contributions:
-            values_h = pattern.assemble(slots, np.concatenate(contributions))
-            gradient = np.bincount(
-                gradient_slots, np.concatenate(gradients), minlength=layout.size + 1
-            )[: layout.size]
+            values_h = pattern.assemble(slots, _joined(contributions))
+            gradient = np.bincount(gradient_slots, _joined(gradients), minlength=layout.size + 1)[
+                : layout.size
+            ]
         else:
             values_h, gradient = np.zeros(pattern.nnz), np.zeros(layout.size)
         timings.assembly += time.perf_counter() - tock
@@ -520,3 +526,7 @@ def _check_initial(problem: Problem, parts, cost: float) -> None:
                 f"xform.optim.solve: cost {c.name!r} has a non-finite residual at the initial "
                 f"values (instance {bad}, of {variables}): {r[bad]}"
             )
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)

@@ -31,13 +31,13 @@ def sqrt_information(information, *, name: str = "information"):
         if asymmetric.any():
             k = int(np.flatnonzero(asymmetric)[0])
             raise ValueError(f"xform.optim.sqrt_information: {name}[{k}] is not symmetric")
-        smallest = np.linalg.eigvalsh(values)[:, 0] if len(values) else np.zeros(0)
-        bad = ~(smallest > 0)
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
+        # a batched Cholesky is ~10x cheaper than the eigenvalues, needed only on failure
+        if not (_has_cholesky(values) and np.isfinite(values).all()):
+            k = next(k for k in range(len(values)) if not _is_positive_definite(values[k]))
+            smallest = np.linalg.eigvalsh(values[k])[0] if np.isfinite(values[k]).all() else np.nan
             raise ValueError(
                 f"xform.optim.sqrt_information: {name}[{k}] is not positive definite "
-                f"(smallest eigenvalue {smallest[k]:.3g})"
+                f"(smallest eigenvalue {smallest:.3g})"
             )
     if kind == "torch":
         import torch
@@ -48,3 +48,15 @@ def sqrt_information(information, *, name: str = "information"):
 
         return jnp.swapaxes(jnp.linalg.cholesky(information), -1, -2)
     return np.swapaxes(np.linalg.cholesky(information), -1, -2)
+
+
+def _has_cholesky(matrices: np.ndarray) -> bool:
+    try:
+        np.linalg.cholesky(matrices)
+    except np.linalg.LinAlgError:
+        return False
+    return True
+
+
+def _is_positive_definite(matrix: np.ndarray) -> bool:
+    return bool(np.isfinite(matrix).all()) and _has_cholesky(matrix)
