@@ -190,22 +190,26 @@ def cost_pattern(size: int, costs: list[tuple[np.ndarray, list[int]]]):
     all_slots = []
     for starts, dims in costs:
         k, total = len(starts), int(sum(dims))
-        slots = np.full((k, total, total), nnz, dtype=np.int64)
+        # the largest arrays of a set-up, written once in place: fresh memory costs more
+        # here than the arithmetic (NOTES 39)
+        slots = np.empty((k, total, total), dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(dims)]).astype(int)
         for a, d_a in enumerate(dims):
             for b, d_b in enumerate(dims):
                 s_a, s_b = starts[:, a], starts[:, b]
                 keep = (s_b >= 0) & (s_a >= s_b)
                 found = np.searchsorted(pair_keys, np.where(keep, s_b * size + s_a, 0))
-                runs = run_of_pair[np.where(keep, found, 0)][:, None] + np.arange(d_b)
-                on_diagonal = (s_a == s_b)[:, None, None]
-                p_index = np.arange(d_a)[None, :, None]
-                q_index = np.arange(d_b)[None, None, :]
-                block = run_start[runs][:, None, :] + p_index - np.where(on_diagonal, q_index, 0)
-                valid = keep[:, None, None] & ~(on_diagonal & (p_index < q_index))
-                slots[:, offsets[a] : offsets[a + 1], offsets[b] : offsets[b + 1]] = np.where(
-                    valid, block, nnz
-                )
+                first = run_start[run_of_pair[np.where(keep, found, 0)][:, None] + np.arange(d_b)]
+                on_diagonal = keep & (s_a == s_b)
+                first[on_diagonal] -= np.arange(d_b)  # a diagonal run starts at the diagonal
+                block = slots[:, offsets[a] : offsets[a + 1], offsets[b] : offsets[b + 1]]
+                np.add(first[:, None, :], np.arange(d_a)[:, None], out=block)
+                above = np.arange(d_a)[:, None] < np.arange(d_b)  # not stored
+                if on_diagonal.all():
+                    block[:, above] = nnz
+                else:
+                    block[np.flatnonzero(on_diagonal)[:, None], above] = nnz
+                block[~keep] = nnz
         all_slots.append(slots.ravel())
     return pattern, all_slots
 
