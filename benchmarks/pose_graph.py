@@ -281,6 +281,11 @@ def benchmark(names: list[str], repeats: int) -> list[dict]:
                     "seconds": median_of(runs[fw], "seconds"),
                     "seconds min": min(r["seconds"] for r in runs[fw]),
                     "first run seconds": first[fw]["seconds"],
+                    # each round's run over GTSAM's of the same round: the machine's speed
+                    # drifts by tens of percent over a benchmark, alike for neighbours
+                    "gtsam ratio per round": [
+                        r["seconds"] / g["seconds"] for r, g in zip(runs[fw], runs["gtsam"])
+                    ],
                     "init seconds": median_of(runs[fw], "init seconds"),
                     "per linearisation": {
                         k: statistics.median(r["per linearisation"][k] for r in runs[fw])
@@ -321,7 +326,9 @@ def report_row(row: dict) -> None:
             f"  xform {fw}: error {r['gtsam error of written vertices']:.10g} "
             f"(<= best (1 + 1e-6): {r['within 1e-6 of gtsam best']}), {r['iterations']} "
             f"iterations, {r['seconds']:.3f} s (init {r['init seconds']:.3f}; "
-            f"{r['seconds'] / g['seconds']:.2f}x GTSAM; "
+            f"{r['seconds'] / g['seconds']:.2f}x GTSAM, per round "
+            f"{statistics.median(r['gtsam ratio per round']):.2f}x "
+            f"({min(r['gtsam ratio per round']):.2f}-{max(r['gtsam ratio per round']):.2f}); "
             f"first run {r['first run seconds']:.3f} s); per linearisation: residuals + "
             f"Jacobians {1e3 * split['residuals']:.2f} ms, assembly "
             f"{1e3 * split['assembly']:.2f} ms, solve {1e3 * split['solve']:.2f} ms, other "

@@ -24,6 +24,7 @@ import hashlib
 import json
 import re
 import shutil
+import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -406,7 +407,7 @@ POSE_GRAPHS = "results_pose_graph.json"  # every graph (PARDISO, a quiet machine
 POSE_GRAPHS_LATEST = "results_pose_graph_pardiso.json"
 POSE_GRAPH_COMMAND = "python -m benchmarks.pose_graph"
 POSE_GRAPH_LATEST_COMMAND = (
-    f"{POSE_GRAPH_COMMAND} --graphs sphere2500 parking-garage manhattan --repeats 5"
+    f"{POSE_GRAPH_COMMAND} --graphs sphere2500 parking-garage manhattan --repeats 9"
 )
 
 
@@ -451,6 +452,10 @@ def pose_graph_time(results: dict) -> str:
                 f"{seconds_text(torch)}",
                 f"{seconds_text(jax)}",
                 f"{ratio(torch / gtsam)}, {ratio(jax / gtsam)}",
+                ", ".join(
+                    _per_round(row[fw]["gtsam ratio per round"])
+                    for fw in ("torch", "jax")
+                ),
             ]
         )
     header = [
@@ -459,8 +464,13 @@ def pose_graph_time(results: dict) -> str:
         "xform torch",
         "xform JAX",
         "xform / GTSAM (torch, JAX)",
+        "per round: median (range)",
     ]
     return table(header, rows)
+
+
+def _per_round(ratios: list[float]) -> str:
+    return f"{ratio(statistics.median(ratios))} ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
 @measured("pose_graph_split", POSE_GRAPHS_LATEST, POSE_GRAPH_LATEST_COMMAND)
