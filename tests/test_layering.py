@@ -117,3 +117,16 @@ def test_the_op_record_imports_nothing_of_xform():
 )
 def test_the_bottom_of_the_core_imports_no_op_module(module):
     assert not {"xform._define", "xform._api", "xform.ops"} & import_graph()[module]
+
+
+# A room (module) of the core or the adapters holds one job; past this it is doing several.
+ROOM_LINES = 600
+
+
+def test_no_room_is_over_the_limit():
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path, _ in _modules().values()
+        if (lines := len(path.read_text().splitlines())) > ROOM_LINES
+    }
+    assert not long, f"rooms over {ROOM_LINES} lines: {long}"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _frameworks
-from ._base import LieGroup, Random, _batch, argument, group
+from ._base import LieGroup, _batch, argument, group
+from ._random import Random
 from .so3 import SO3
 
 # Storage layouts of a pose's 7 parameters: each one's (position, quaternion) columns.

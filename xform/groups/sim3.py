@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from .. import _frameworks
-from ._base import LieGroup, Random, _batch, argument, group
+from ._base import LieGroup, _batch, argument, group
+from ._random import Random
 from .se3 import SE3
 from .so3 import SO3
 

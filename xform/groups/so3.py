@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import LieGroup, Random, _batch, argument, group
+from ._base import LieGroup, _batch, argument, group
+from ._random import Random
 
 
 @group

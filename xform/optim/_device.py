@@ -18,6 +18,14 @@ import numpy as np
 
 from .. import manifold
 from ..groups import LieGroup
+from ._device_arrays import (
+    _cholesky_solve,
+    _choose,
+    _diag_embed,
+    _select_columns,
+    _select_values,
+    _transpose,
+)
 from ._host import Layout, Settings, _initial_values, _maximum, _minimum
 from ._linearise import Namespace, lineariser, plan
 from ._problem import Problem
@@ -270,59 +278,6 @@ class Machine:
         return moved
 
 
-def _select_columns(mask: np.ndarray, a, b, kind):
-    """`a` where mask over the variables' axis (axis 1), else `b`."""
-    if isinstance(a, LieGroup):
-        return type(a)._trusted(
-            *(_select_columns(mask, x, y, kind) for x, y in zip(a._arrays, b._arrays))
-        )
-    m = mask.reshape((1, -1) + (1,) * (a.ndim - 2))
-    if kind == "torch":
-        import torch
-
-        return torch.where(torch.from_numpy(np.array(m)).to(a.device), a, b)
-    import jax.numpy as jnp
-
-    return jnp.where(m, a, b)
-
-
-def _transpose(j, kind):
-    if kind == "torch":
-        return j.transpose(-1, -2)
-    import jax.numpy as jnp
-
-    return jnp.swapaxes(j, -1, -2)
-
-
-def _choose(mask, new, old, kind):
-    """Per problem (axis 0) of every array of a tuple: `new` where mask, else `old`."""
-    return tuple(_select_values(mask, a, b, kind) for a, b in zip(new, old))
-
-
-def _diag_embed(diagonal, kind):
-    if kind == "torch":
-        import torch
-
-        return torch.diag_embed(diagonal)
-    import jax.numpy as jnp
-
-    return diagonal[..., :, None] * jnp.eye(diagonal.shape[-1], dtype=diagonal.dtype)
-
-
-def _cholesky_solve(a, b, kind):
-    """x with a x = b (a symmetric positive definite, batched); NaN where not."""
-    if kind == "torch":
-        import torch
-
-        factor, info = torch.linalg.cholesky_ex(a)
-        x = torch.cholesky_solve(b[..., None], factor)[..., 0]
-        return torch.where((info == 0)[:, None], x, torch.full_like(x, float("nan")))
-    import jax.scipy.linalg as jsl
-
-    factor = jsl.cho_factor(a, lower=True)
-    return jsl.cho_solve(factor, b[..., None])[..., 0]
-
-
 def solve_on_device(problem: Problem, settings: Settings, eliminate) -> Result:
     kind = problem.framework
     machine = Machine(problem, settings, kind)
@@ -408,22 +363,6 @@ def _step_rule(xp, settings, cost, trial_cost, step, finite, scale, damping, gro
     if not lm:
         status = xp.where(finite, status, SINGULAR)
     return accept, new_damping, new_growth, status
-
-
-def _select_values(mask, a, b, kind):
-    """Per problem (axis 0): `a` where mask, else `b`."""
-    if isinstance(a, LieGroup):
-        return type(a)._trusted(
-            *(_select_values(mask, x, y, kind) for x, y in zip(a._arrays, b._arrays))
-        )
-    m = mask.reshape((-1,) + (1,) * (a.ndim - 1))
-    if kind == "torch":
-        import torch
-
-        return torch.where(m, a, b)
-    import jax.numpy as jnp
-
-    return jnp.where(m, a, b)
 
 
 def _before_step_status(xp, settings, cost, g, iterations):
