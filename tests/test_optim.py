@@ -428,6 +428,9 @@ def test_block_pattern_of_mixed_blocks_and_unread_unknowns(rng):
     values = sum(pattern.assemble(slot, blocks) for slot, blocks in contributions)
     np.testing.assert_allclose(pattern.dense(values), dense, atol=1e-10)
     assert pattern.dense(values)[15, 15] == pattern.dense(values)[25, 25] == 0.0
+    # no unknowns at all: every instance reads fixed variables only
+    empty, (dropped,) = cost_pattern(0, [(np.full((4, 2), -1), [3, 2])])
+    assert empty.nnz == 0 and np.all(dropped == 0)
     values[pattern.diagonal] += 1.0
     rhs = rng.normal(size=size)
     for name in available_solvers():

@@ -198,8 +198,9 @@ def cost_pattern(size: int, costs: list[tuple[np.ndarray, list[int]]]):
             for b, d_b in enumerate(dims):
                 s_a, s_b = starts[:, a], starts[:, b]
                 keep = (s_b >= 0) & (s_a >= s_b)
-                found = np.searchsorted(pair_keys, np.where(keep, s_b * size + s_a, 0))
-                first = run_start[run_of_pair[np.where(keep, found, 0)][:, None] + np.arange(d_b)]
+                found = np.searchsorted(pair_keys, s_b[keep] * size + s_a[keep])
+                first = np.zeros((k, d_b), np.int64)  # each column's run start in the block
+                first[keep] = run_start[run_of_pair[found][:, None] + np.arange(d_b)]
                 on_diagonal = keep & (s_a == s_b)
                 first[on_diagonal] -= np.arange(d_b)  # a diagonal run starts at the diagonal
                 block = slots[:, offsets[a] : offsets[a + 1], offsets[b] : offsets[b + 1]]

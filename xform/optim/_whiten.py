@@ -31,32 +31,31 @@ def sqrt_information(information, *, name: str = "information"):
         if asymmetric.any():
             k = int(np.flatnonzero(asymmetric)[0])
             raise ValueError(f"xform.optim.sqrt_information: {name}[{k}] is not symmetric")
-        # a batched Cholesky is ~10x cheaper than the eigenvalues, needed only on failure
-        if not (_has_cholesky(values) and np.isfinite(values).all()):
-            k = next(k for k in range(len(values)) if not _is_positive_definite(values[k]))
+        lower = _lower_cholesky(values)  # batched: ~10x cheaper than the eigenvalues
+        if lower is None:
+            k = next(k for k in range(len(values)) if _lower_cholesky(values[k]) is None)
             smallest = np.linalg.eigvalsh(values[k])[0] if np.isfinite(values[k]).all() else np.nan
             raise ValueError(
                 f"xform.optim.sqrt_information: {name}[{k}] is not positive definite "
                 f"(smallest eigenvalue {smallest:.3g})"
             )
+        if kind == "numpy":
+            return np.swapaxes(lower.reshape(shape), -1, -2)
     if kind == "torch":
         import torch
 
         return torch.linalg.cholesky(information).mT
-    if kind == "jax":
-        import jax.numpy as jnp
+    import jax.numpy as jnp
 
-        return jnp.swapaxes(jnp.linalg.cholesky(information), -1, -2)
-    return np.swapaxes(np.linalg.cholesky(information), -1, -2)
+    return jnp.swapaxes(jnp.linalg.cholesky(information), -1, -2)
 
 
-def _has_cholesky(matrices: np.ndarray) -> bool:
+def _lower_cholesky(matrices: np.ndarray) -> np.ndarray | None:
+    """The lower Cholesky factors, or None where a matrix is not finite and positive
+    definite (NumPy's Cholesky passes NaN through without an error)."""
+    if not np.isfinite(matrices).all():
+        return None
     try:
-        np.linalg.cholesky(matrices)
+        return np.linalg.cholesky(matrices)
     except np.linalg.LinAlgError:
-        return False
-    return True
-
-
-def _is_positive_definite(matrix: np.ndarray) -> bool:
-    return bool(np.isfinite(matrix).all()) and _has_cholesky(matrix)
+        return None
