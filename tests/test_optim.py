@@ -5,6 +5,8 @@ against central differences of the re-solved problem, and the SPEC's bad input."
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -428,6 +430,7 @@ def test_block_pattern_of_mixed_blocks_and_unread_unknowns(rng):
     values = sum(pattern.assemble(slot, blocks) for slot, blocks in contributions)
     np.testing.assert_allclose(pattern.dense(values), dense, atol=1e-10)
     assert pattern.dense(values)[15, 15] == pattern.dense(values)[25, 25] == 0.0
+    assert pattern.blocks is None  # blocks of two sizes, and unknowns of their own
     # no unknowns at all: every instance reads fixed variables only
     empty, (dropped,) = cost_pattern(0, [(np.full((4, 2), -1), [3, 2])])
     assert empty.nnz == 0 and np.all(dropped == 0)
@@ -436,6 +439,38 @@ def test_block_pattern_of_mixed_blocks_and_unread_unknowns(rng):
     for name in available_solvers():
         x = make_solver(pattern, name)(values, rhs)
         np.testing.assert_allclose(pattern.full_matrix(values) @ x, rhs, atol=1e-8, err_msg=name)
+
+
+def test_pardiso_orders_the_graph_of_the_blocks(rng):
+    """A pattern of whole 3 x 3 blocks records them, and PARDISO orders their graph: the
+    solution is the one of PARDISO's own ordering of the entries, the ordering it is given
+    is a permutation that keeps each block's unknowns together, and the fill is no worse
+    than 5% above the entries' ordering."""
+    if "pardiso" not in available_solvers():
+        pytest.skip("pypardiso is not installed")
+    count, k = 60, 150
+    ends = np.stack([rng.integers(0, count, k), rng.integers(0, count, k)], 1)
+    ends[: count - 1] = np.stack([np.arange(count - 1), np.arange(1, count)], 1)  # connected
+    pattern, (slots,) = cost_pattern(3 * count, [(3 * ends, [3, 3])])
+    b, block_rows, block_cols = pattern.blocks
+    assert b == 3 and np.all(block_rows >= block_cols)
+    jac = rng.normal(size=(k, 6, 6))
+    values = pattern.assemble(slots, np.swapaxes(jac, 1, 2) @ jac)
+    values[pattern.diagonal] += 1e-3
+    rhs = rng.normal(size=(pattern.size, 2))
+    by_blocks = make_solver(pattern, "pardiso")
+    x = by_blocks(values, rhs)
+    entries = copy.copy(pattern)
+    entries.blocks = None
+    by_entries = make_solver(entries, "pardiso")
+    np.testing.assert_allclose(x, by_entries(values, rhs), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(pattern.full_matrix(values) @ x, rhs, atol=1e-8)
+    given = by_blocks._solver.perm - 1
+    np.testing.assert_array_equal(np.sort(given), np.arange(pattern.size))
+    kept_together = given.reshape(count, 3)
+    np.testing.assert_array_equal(kept_together - kept_together[:, :1], [[0, 1, 2]] * count)
+    assert np.all(kept_together[:, 0] % 3 == 0)
+    assert by_blocks._solver.iparm[17] <= 1.05 * by_entries._solver.iparm[17]
 
 
 # --- implicit gradients --------------------------------------------------------------------

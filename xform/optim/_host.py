@@ -277,7 +277,7 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
     pattern, slots = cost_pattern(layout.size, blocks)
     for c in columns:
         gradient_slots.append(np.where(c >= 0, c, layout.size).ravel())
-    slots = np.concatenate(slots) if slots else np.zeros(0, np.int64)
+    slots = _joined(slots) if slots else np.zeros(0, np.int64)
     gradient_slots = np.concatenate(gradient_slots)
     factor = make_solver(pattern, settings.solver) if layout.size else None
 
@@ -306,7 +306,8 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
     moving = [bool(f.any()) for f in free]
     timings.other += time.perf_counter() - start
 
-    products = {}  # each cost's J^T J, written in place: fresh pages cost ~0.4 ms a MB here
+    products = {}  # each cost's J^T and J^T J, written in place: fresh pages cost ~0.4 ms a
+    # MB here
 
     def linearise(values):
         tick = time.perf_counter()
@@ -332,11 +333,18 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
                 contributions.append(j.ravel())
                 gradients.append(numpy_of(jr).ravel())
                 continue
-            jt = np.swapaxes(j, -1, -2)
-            shape = jt.shape[:-1] + j.shape[-1:]
-            product = products.get(index)
-            if product is None or product.shape != shape or product.dtype != j.dtype:
-                product = products[index] = np.empty(shape, j.dtype)
+            # J^T copied before the product: NumPy's matmul of small matrices runs ~1.5x
+            # faster on a contiguous operand than on the transposed view (NOTES 40)
+            transposed_shape = j.shape[:-2] + j.shape[-1:] + j.shape[-2:-1]
+            shape = transposed_shape[:-1] + j.shape[-1:]
+            kept = products.get(index)
+            if kept is None or kept[1].shape != shape or kept[1].dtype != j.dtype:
+                kept = products[index] = (
+                    np.empty(transposed_shape, j.dtype),
+                    np.empty(shape, j.dtype),
+                )
+            jt, product = kept
+            np.copyto(jt, np.swapaxes(j, -1, -2))
             contributions.append(np.matmul(jt, j, out=product).ravel())
             gradients.append(np.matmul(jt, r[..., None]).ravel())
         if contributions:
