@@ -244,6 +244,49 @@ def solver_comparison(name: str, repeats: int) -> dict:
     return {"graph": name, "unknowns": pattern.size, "stored entries": pattern.nnz, **timings}
 
 
+def edge_comparison(name: str, repeats: int) -> dict:
+    """The whitened residuals and Jacobians of every edge at the chordal start, per
+    framework: the groups' methods (`edge_residuals_and_jacobians`, then U times each) and
+    the example's one kernel (`edge_jacobians`), milliseconds, the median of `10 * repeats`
+    calls after one (under `jax.jit` in JAX, as the solver calls them)."""
+    from posegraph.initial import chordal
+    from posegraph.optimise import edge_jacobians, edge_residuals_and_jacobians
+
+    from xform import optim
+
+    row = {"graph": name}
+    for framework_name in ("torch", "jax"):
+        fw = framework(framework_name)
+        problem = make_problem(read_g2o(DATA / f"{name}.g2o"), fw)
+        poses = fw.group(chordal(problem, fw))
+        arguments = (
+            poses[fw.index(problem.i)],
+            poses[fw.index(problem.j)],
+            fw.group(problem.measurements).inverse(),
+            optim.sqrt_information(fw.array(problem.information)),
+        )
+
+        def by_methods(poses_i, poses_j, measurements_inverse, whitening):
+            parts = edge_residuals_and_jacobians(poses_i, poses_j, measurements_inverse)
+            return [(whitening @ parts[0][..., None])[..., 0]] + [whitening @ j for j in parts[1:]]
+
+        row[framework_name] = {}
+        for label, function in (("methods", by_methods), ("one kernel", edge_jacobians)):
+            call = fw.jit(function)
+            times = []
+            for _ in range(10 * repeats + 1):
+                start = time.perf_counter()
+                fw.ready(call(*arguments))
+                times.append(time.perf_counter() - start)
+            row[framework_name][label] = statistics.median(times[1:])
+        print(
+            f"  {name} {framework_name}: edges by the methods "
+            f"{1e3 * row[framework_name]['methods']:.2f} ms, by one kernel "
+            f"{1e3 * row[framework_name]['one kernel']:.2f} ms"
+        )
+    return row
+
+
 def median_of(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
@@ -351,13 +394,15 @@ def main(argv=None) -> list[dict]:
     print("== sparse solvers")
     timed = [name for name in ("sphere2500", "parking-garage", "manhattan") if name in args.graphs]
     solvers = [solver_comparison(name, args.repeats) for name in timed]
+    print("== the edges' whitened residuals and Jacobians")
+    edges = [edge_comparison(name, args.repeats) for name in timed]
     if args.out:
         machine = {
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
             "load average before, after": [load, os.getloadavg()],
         }
-        document = {"machine": machine, "rows": rows, "solvers": solvers}
+        document = {"machine": machine, "rows": rows, "solvers": solvers, "edges": edges}
         args.out.write_text(json.dumps(document, indent=1) + "\n")
     return rows
 

@@ -492,6 +492,30 @@ def pose_graph_split(results: dict) -> str:
     return table(["graph", *keys], rows)
 
 
+@measured("pose_graph_edges", POSE_GRAPHS_LATEST, POSE_GRAPH_LATEST_COMMAND)
+def pose_graph_edges(results: dict) -> str:
+    """Milliseconds for the whitened residuals and Jacobians of every edge at the chordal
+    start: by the groups' methods and by the example's one kernel (torch eager, JAX
+    jitted)."""
+    rows = [
+        [row["graph"]]
+        + [
+            milliseconds(row[f][k])
+            for f in ("torch", "jax")
+            for k in ("methods", "one kernel")
+        ]
+        for row in results.get("edges", [])
+    ]
+    header = [
+        "graph",
+        "torch: methods",
+        "torch: one kernel",
+        "JAX: methods",
+        "JAX: one kernel",
+    ]
+    return table(header, rows)
+
+
 @measured("pose_graph_solvers", POSE_GRAPHS_LATEST, POSE_GRAPH_LATEST_COMMAND)
 def pose_graph_solvers(results: dict) -> str:
     """The damped normal equations at the chordal start, one thread: milliseconds for the

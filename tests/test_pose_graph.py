@@ -19,7 +19,7 @@ import pose_graph  # noqa: E402
 from posegraph import groups  # noqa: E402
 from posegraph.framework import framework  # noqa: E402
 from posegraph.initial import chordal, odometry  # noqa: E402
-from posegraph.optimise import edge_residuals_and_jacobians  # noqa: E402
+from posegraph.optimise import edge_jacobians, edge_residuals_and_jacobians  # noqa: E402
 from posegraph.problem import make_problem  # noqa: E402
 
 from xform.optim._sparse import available_solvers, block_pattern, make_solver  # noqa: E402
@@ -141,6 +141,75 @@ def test_jacobians_match_torch_jacfwd(rng, group):
         torch.func.jacfwd,
         lambda a, b: torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9),
     )
+
+
+@GROUPS
+@pytest.mark.parametrize("framework_name", ["numpy", "torch", "jax"])
+def test_one_kernel_edges_match_the_group_methods_whitened(rng, group, framework_name):
+    """The example's one-kernel edges (`edges.py`, what the solver calls) against
+    `edge_residuals_and_jacobians` times the whitening U, at the edge cases (the identity, a
+    tiny error, a rotation near pi, random ones) and with a random upper-triangular U."""
+    if framework_name != "numpy":
+        pytest.importorskip(framework_name)
+    fw = framework(framework_name)
+    poses, measurements = edge_cases(rng, group)
+    count, d = len(measurements), group.tangent_dim
+    whitening = np.triu(rng.normal(size=(count, d, d))) + 3.0 * np.eye(d)
+    i, j = np.arange(count), np.arange(count, 2 * count)
+    poses_i, poses_j = fw.group(poses[i]), fw.group(poses[j])
+    z_inverse = fw.group(measurements).inverse()
+    residual, (jacobian_i, jacobian_j) = edge_jacobians(
+        poses_i, poses_j, z_inverse, fw.array(whitening)
+    )
+    expected = edge_residuals_and_jacobians(*(g.to_numpy() for g in (poses_i, poses_j, z_inverse)))
+    np.testing.assert_allclose(
+        fw.numpy(residual), (whitening @ expected[0][..., None])[..., 0], rtol=1e-12, atol=1e-12
+    )
+    for got, want in zip((jacobian_i, jacobian_j), expected[1:]):
+        np.testing.assert_allclose(fw.numpy(got), whitening @ want, rtol=1e-12, atol=1e-12)
+
+
+def test_nearest_rotations_in_2d(rng):
+    """The chordal start's closed-form projection in 2D against every angle of a fine grid,
+    and, where det M > 0, against special_procrustes of diag(M, 1) (where det M < 0 the
+    nearest rotation of diag(M, 1) turns its third axis too); a matrix with no rotation part
+    (zero, or a reflection) gets the identity."""
+    import xform
+
+    matrices = rng.normal(size=(300, 2, 2))
+    nearest = groups.nearest_rotations(framework("numpy"), SE2, matrices).as_matrix()
+    embedded = np.zeros((300, 3, 3))
+    embedded[:, :2, :2], embedded[:, 2, 2] = matrices, 1.0
+    positive = np.linalg.det(matrices) > 0
+    np.testing.assert_allclose(
+        nearest[positive],
+        xform.special_procrustes(embedded[positive])[:, :2, :2],
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    grid = SE2.exp(np.linspace(-np.pi, np.pi, 20001)[:, None] * [0, 0, 1]).rotation().as_matrix()
+    on_grid = np.linalg.norm(matrices[:, None] - grid[None], axis=(2, 3)).min(axis=1)
+    assert np.all(np.linalg.norm(matrices - nearest, axis=(1, 2)) <= on_grid + 1e-12)
+    flat = np.array([np.zeros((2, 2)), [[1.0, 0.0], [0.0, -1.0]], [[0.0, 2.0], [2.0, 0.0]]])
+    identity = groups.nearest_rotations(framework("numpy"), SE2, flat).as_matrix()
+    np.testing.assert_array_equal(identity, np.broadcast_to(np.eye(2), (3, 2, 2)))
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_trace_of_inverse_in_closed_form(rng, d):
+    """The chordal weights' tr(A^-1) against NumPy's inverse, for blocks scaled by 10^u, u
+    in [-300, 300] (no overflow), and not finite for a singular block."""
+    from posegraph.initial import _trace_of_inverse
+
+    a = rng.normal(size=(400, d, d))
+    blocks = (a @ np.swapaxes(a, 1, 2) + 0.1 * np.eye(d)) * 10.0 ** rng.uniform(
+        -300, 300, size=(400, 1, 1)
+    )
+    expected = np.trace(np.linalg.inv(blocks), axis1=1, axis2=2)
+    np.testing.assert_allclose(_trace_of_inverse(blocks), expected, rtol=1e-12)
+    singular = np.ones((1, d, d)) if d > 1 else np.zeros((1, 1, 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        assert not np.isfinite(_trace_of_inverse(singular)).any()
 
 
 # --- the normal equations and their solvers ------------------------------------------------

@@ -59,6 +59,13 @@ print(type(initial).__name__, initial.shape)
 # same objects (`jlog` is `J_r^-1`, `adjoint` the adjoint matrix):
 #| include: interop_examples/posegraph/optimise.py edge_residuals_and_jacobians
 #| include: interop_examples/posegraph/optimise.py edge_residual edge_jacobians
+# The solver's `jacobian_fn`, `edge_jacobians`, computes the same whitened values
+# with one kernel of the example's own: a Warp function written once for both groups
+# with xform's element functions, made an op by `xform.define_op`, that runs on NumPy,
+# PyTorch and JAX arrays alike. One pass over the edges replaces eight op calls and
+# three batched 6 x 6 products, which PyTorch runs slowly on one CPU thread
+# (docs/pose_graph.md):
+#| include: interop_examples/posegraph/edges.py edge_function
 from posegraph.optimise import edge_residuals_and_jacobians  # noqa: E402
 
 i, j = problem.i[:3], problem.j[:3]

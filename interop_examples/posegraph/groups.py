@@ -39,16 +39,18 @@ def to_file(fw, poses) -> tuple[np.ndarray, np.ndarray]:
 
 
 def nearest_rotations(fw, group, matrices: np.ndarray):
-    """The rotation nearest to each matrix (n, D, D), by special_procrustes, as an `SO3` or
-    `SO2` over NumPy: a 2D matrix M goes in as diag(M, 1), whose nearest rotation is
-    diag(R, 1). Quaternions come out with w >= 0."""
+    """The rotation nearest to each matrix (n, D, D) in the Frobenius norm, as an `SO3` or
+    `SO2` over NumPy. In 3D by special_procrustes (quaternions with w >= 0). In 2D in closed
+    form: |M - R(theta)|^2 = const - 2 ((a + d) cos theta + (c - b) sin theta) for
+    M = [[a, b], [c, d]], least at the angle of (a + d, c - b), a unit complex number once
+    normalised (where both are 0, every rotation is as near: the identity)."""
     if group is SE3:
         return SO3.from_matrix(fw.ops.special_procrustes(fw.array(matrices))).to_numpy()
-    embedded = np.zeros((len(matrices), 3, 3))
-    embedded[:, :2, :2] = matrices
-    embedded[:, 2, 2] = 1.0
-    rotations = fw.ops.special_procrustes(fw.array(embedded))[:, :2, :2]
-    return SO2.from_matrix(rotations).to_numpy()
+    z = np.stack(
+        [matrices[:, 0, 0] + matrices[:, 1, 1], matrices[:, 1, 0] - matrices[:, 0, 1]], axis=-1
+    )
+    z[~np.any(z != 0.0, axis=-1)] = (1.0, 0.0)
+    return fw.group(SO2(z)).normalize().to_numpy()
 
 
 def concatenate(elements):

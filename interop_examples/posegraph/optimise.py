@@ -3,9 +3,11 @@ a batch of `xform.SE3` or `xform.SE2`), vertex 0 fixed (the gauge), and one cost
 edges, `r = U log(Z^-1 T_i^-1 T_j)` whitened by the information's Cholesky factor
 (`U^T U = Omega`), so that chi2 = |r|^2 = 2 * the solver's cost.
 
-The edges' Jacobians are given in closed form (`edge_residuals_and_jacobians`), which is
-cheaper than forward mode here (one batched call per op, against one per op and tangent
-direction); `xform.optim` checks them against its forward mode in tests/test_optim.py.
+The edges' Jacobians are given in closed form (`edge_residuals_and_jacobians`, with the
+groups' methods), which is cheaper than forward mode here (one batched call per op, against
+one per op and tangent direction); the solver gets them whitened from one kernel for all
+edges (`edges.py`). `xform.optim` checks closed forms like these against its forward mode
+in tests/test_optim.py, and tests/test_pose_graph.py checks both here.
 Damping starts at 1e-10 of diag(H): the graphs have soft directions (the low modes of long
 chains with one end fixed) that a larger Marquardt damping holds back (docs/pose_graph.md).
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 
 from xform import SE2, SE3, optim
 
+from .edges import whitened_edges
 from .problem import Problem
 
 # Ten times GTSAM's default; the convergence is quadratic, so the step that lowers chi2 by
@@ -62,14 +65,14 @@ def edge_residual(poses_i, poses_j, measurements_inverse, whitening):
 
 
 def edge_jacobians(poses_i, poses_j, measurements_inverse, whitening):
-    """The whitened residuals and Jacobians. `U J_i = -(U J_r^-1) Ad` reuses
-    the whitened J_j: one batched 6 x 6 product fewer than whitening both
-    (~3 ms of PyTorch's per 6,000 edges)."""
-    relative = poses_i.inverse() @ poses_j
-    error = measurements_inverse @ relative
-    jacobian_j = whitening @ error.jlog()
-    jacobian_i = -(jacobian_j @ relative.inverse().adjoint())
-    return (whitening @ error.log()[..., None])[..., 0], [jacobian_i, jacobian_j]
+    """The whitened residuals and Jacobians of `edge_residual`, as
+    `edge_residuals_and_jacobians` gives them: one kernel for all edges
+    (`edges.py`), where the groups' methods take five ops and three batched
+    6 x 6 products."""
+    residual, jacobian_i, jacobian_j = whitened_edges(
+        poses_i, poses_j, measurements_inverse, whitening
+    )
+    return residual, [jacobian_i, jacobian_j]
 
 
 def optimise(
