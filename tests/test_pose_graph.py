@@ -193,20 +193,35 @@ def test_nearest_rotations_in_2d(rng):
     flat = np.array([np.zeros((2, 2)), [[1.0, 0.0], [0.0, -1.0]], [[0.0, 2.0], [2.0, 0.0]]])
     identity = groups.nearest_rotations(framework("numpy"), SE2, flat).as_matrix()
     np.testing.assert_array_equal(identity, np.broadcast_to(np.eye(2), (3, 2, 2)))
+    # the nearest rotation of s M is that of M, for any scale s
+    scales = 10.0 ** np.array([-310.0, -170.0, -160.0, 160.0, 200.0, 300.0])
+    for s in scales:
+        scaled = groups.nearest_rotations(framework("numpy"), SE2, s * matrices[:20])
+        np.testing.assert_allclose(scaled.as_matrix(), nearest[:20], rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("d", [1, 2, 3])
 def test_trace_of_inverse_in_closed_form(rng, d):
-    """The chordal weights' tr(A^-1) against NumPy's inverse, for blocks scaled by 10^u, u
-    in [-300, 300] (no overflow), and not finite for a singular block."""
+    """The chordal weights' tr(A^-1) against NumPy's inverse: blocks scaled by 10^u, u in
+    [-300, 300] (no overflow), with diagonals apart by up to 1e8, and rotated ones with
+    eigenvalues down to 1e-8 and 1e-12 of the largest (where the closed form would lose
+    digits); not finite for a singular block."""
     from posegraph.initial import _trace_of_inverse
 
-    a = rng.normal(size=(400, d, d))
-    blocks = (a @ np.swapaxes(a, 1, 2) + 0.1 * np.eye(d)) * 10.0 ** rng.uniform(
-        -300, 300, size=(400, 1, 1)
-    )
-    expected = np.trace(np.linalg.inv(blocks), axis1=1, axis2=2)
-    np.testing.assert_allclose(_trace_of_inverse(blocks), expected, rtol=1e-12)
+    count = 400
+    a = rng.normal(size=(count, d, d))
+    well = a @ np.swapaxes(a, 1, 2) + 0.1 * np.eye(d)
+    spread = 10.0 ** rng.uniform(-4, 4, size=(count, d))
+    well = well * np.sqrt(spread[:, :, None] * spread[:, None, :])
+    rotations, _ = np.linalg.qr(rng.normal(size=(count, d, d)))
+    eigenvalues = 10.0 ** -rng.uniform(0, 12, size=(count, d))
+    eigenvalues[:, 0] = 1.0
+    poor = rotations @ (eigenvalues[:, :, None] * np.swapaxes(rotations, 1, 2))
+    for blocks in (well, poor):
+        blocks = blocks * 10.0 ** rng.uniform(-300, 300, size=(count, 1, 1))
+        expected = np.trace(np.linalg.inv(blocks), axis1=1, axis2=2)
+        with np.errstate(over="ignore"):  # a trace beyond float64's range is inf in both
+            np.testing.assert_allclose(_trace_of_inverse(blocks), expected, rtol=1e-6)
     singular = np.ones((1, d, d)) if d > 1 else np.zeros((1, 1, 1))
     with np.errstate(divide="ignore", invalid="ignore"):
         assert not np.isfinite(_trace_of_inverse(singular)).any()

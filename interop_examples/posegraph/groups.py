@@ -49,7 +49,9 @@ def nearest_rotations(fw, group, matrices: np.ndarray):
     z = np.stack(
         [matrices[:, 0, 0] + matrices[:, 1, 1], matrices[:, 1, 0] - matrices[:, 0, 1]], axis=-1
     )
-    z[~np.any(z != 0.0, axis=-1)] = (1.0, 0.0)
+    largest = np.abs(z).max(axis=-1, keepdims=True)
+    z = np.divide(z, largest, out=np.zeros_like(z), where=largest > 0)  # |z|^2 stays finite
+    z[largest[:, 0] == 0] = (1.0, 0.0)
     return fw.group(SO2(z)).normalize().to_numpy()
 
 

@@ -74,9 +74,10 @@ def _edge_weights(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     """Isotropic weights from each information matrix, as SE-Sync reads g2o files: tau =
     D / tr(Omega_tt^-1) for the translation and kappa = (rotation dof) / tr(Omega_rr^-1) for
     the rotation, Omega_tt and Omega_rr the diagonal blocks of the information (the inverse
-    mean variance of each block); each set clipped to `WEIGHT_RANGE` below its largest, so
-    that its linear system stays solvable however badly scaled the information is (a trace
-    that overflows gives a weight of 0, then the smallest allowed)."""
+    mean variance of each block; SE-Sync halves kappa in 3D, a factor no solution depends
+    on); each set clipped to `WEIGHT_RANGE` below its largest, so that its linear system
+    stays solvable however badly scaled the information is (a trace that overflows gives a
+    weight of 0, then the smallest allowed)."""
     D = problem.group.space_dim
     rotation_dof = problem.group.tangent_dim - D
     information = problem.information
@@ -87,29 +88,41 @@ def _edge_weights(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _trace_of_inverse(blocks: np.ndarray) -> np.ndarray:
-    """tr(A^-1) of each symmetric block A (m, d, d), d <= 3, in closed form: the sum of A's
-    principal minors of order d - 1 over det A (`np.linalg.inv` takes ~1 us a matrix, ten
-    times this). Each block is first divided by its largest diagonal entry, so that no
-    product overflows; not finite where A is singular or not finite."""
-    scale = np.max(np.diagonal(blocks, axis1=1, axis2=2), axis=1)
-    a = blocks / scale[:, None, None]
+    """tr(A^-1) of each symmetric positive definite block A (m, d, d), d <= 3, in closed form
+    (`np.linalg.inv` takes ~1 us a matrix, ten times this): on A scaled to a unit diagonal,
+    B = S A S with S = diag(A)^-1/2, so that no product overflows, tr(A^-1) = sum_i
+    adj(B)_ii / (det(B) A_ii), adj(B)_ii the principal minors of order d - 1. Where det(B)
+    is below 1e-6 the minors lose digits to cancellation, and those blocks go to LAPACK's
+    inverse. Not finite where A is singular or not positive on its diagonal."""
+    d = blocks.shape[-1]
+    if d > 3:
+        raise ValueError(f"_trace_of_inverse: blocks of size {d}; the closed form is for <= 3")
+    diagonal = np.diagonal(blocks, axis1=1, axis2=2)
+    root = np.sqrt(diagonal)
+    b = blocks / (root[:, :, None] * root[:, None, :])
 
     def minor(p: int, q: int, r: int, c: int) -> np.ndarray:  # rows p, q; columns r, c
-        return a[:, p, r] * a[:, q, c] - a[:, p, c] * a[:, q, r]
+        return b[:, p, r] * b[:, q, c] - b[:, p, c] * b[:, q, r]
 
-    d = a.shape[-1]
     if d == 1:
-        minors, determinant = np.ones(len(a)), a[:, 0, 0]
+        cofactors, determinant = np.ones((len(b), 1)), b[:, 0, 0]
     elif d == 2:
-        minors, determinant = a[:, 0, 0] + a[:, 1, 1], minor(0, 1, 0, 1)
+        cofactors, determinant = np.stack([b[:, 1, 1], b[:, 0, 0]], 1), minor(0, 1, 0, 1)
     else:
-        minors = minor(1, 2, 1, 2) + minor(0, 2, 0, 2) + minor(0, 1, 0, 1)
+        cofactors = np.stack([minor(1, 2, 1, 2), minor(0, 2, 0, 2), minor(0, 1, 0, 1)], 1)
         determinant = (
-            a[:, 0, 0] * minor(1, 2, 1, 2)
-            - a[:, 0, 1] * minor(1, 2, 0, 2)
-            + a[:, 0, 2] * minor(1, 2, 0, 1)
+            b[:, 0, 0] * minor(1, 2, 1, 2)
+            - b[:, 0, 1] * minor(1, 2, 0, 2)
+            + b[:, 0, 2] * minor(1, 2, 0, 1)
         )
-    return minors / determinant / scale
+    trace = (cofactors / diagonal).sum(axis=1) / determinant
+    poor = ~(determinant > 1e-6)
+    if poor.any():
+        try:
+            trace[poor] = np.trace(np.linalg.inv(blocks[poor]), axis1=1, axis2=2)
+        except np.linalg.LinAlgError:  # a singular block among them: no weight
+            trace[poor] = np.nan
+    return trace
 
 
 def _clipped(weights: np.ndarray) -> np.ndarray:

@@ -66,9 +66,9 @@ def edge_residual(poses_i, poses_j, measurements_inverse, whitening):
 
 def edge_jacobians(poses_i, poses_j, measurements_inverse, whitening):
     """The whitened residuals and Jacobians of `edge_residual`, as
-    `edge_residuals_and_jacobians` gives them: one kernel for all edges
-    (`edges.py`), where the groups' methods take five ops and three batched
-    6 x 6 products."""
+    `edge_residuals_and_jacobians` gives them: one kernel for all
+    edges (`edges.py`), where the groups' methods take eight op
+    calls and three batched 6 x 6 products."""
     residual, jacobian_i, jacobian_j = whitened_edges(
         poses_i, poses_j, measurements_inverse, whitening
     )

@@ -338,7 +338,11 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
             transposed_shape = j.shape[:-2] + j.shape[-1:] + j.shape[-2:-1]
             shape = transposed_shape[:-1] + j.shape[-1:]
             kept = products.get(index)
-            if kept is None or kept[1].shape != shape or kept[1].dtype != j.dtype:
+            if (
+                kept is None
+                or (kept[0].shape, kept[1].shape) != (transposed_shape, shape)
+                or kept[1].dtype != j.dtype
+            ):
                 kept = products[index] = (
                     np.empty(transposed_shape, j.dtype),
                     np.empty(shape, j.dtype),

@@ -17,10 +17,12 @@ saves.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import ctypes
 import functools
 import importlib.util
+import weakref
 
 import numpy as np
 import scipy.sparse as sp
@@ -240,12 +242,31 @@ def block_pattern(blocks: int, d: int, i: np.ndarray, j: np.ndarray):
     return pattern, np.concatenate([slots[:, :d, :d].ravel(), ij.ravel(), slots[:, d:, d:].ravel()])
 
 
+def _new_pardiso():
+    """A PARDISO solver of our settings with a handle of its own, copied from the template
+    (MKL found once)."""
+    solver = copy.copy(_PARDISO_TEMPLATE)
+    solver.pt = np.zeros_like(_PARDISO_TEMPLATE.pt)  # PARDISO's handle: a new one
+    solver.iparm = _pardiso_settings()
+    solver.perm = _PARDISO_TEMPLATE.perm.copy()
+    return solver
+
+
+def _release(solver) -> None:
+    """PARDISO's memory of `solver` given back (phase -1, as pypardiso's `free_memory`):
+    MKL keeps it, some 170 MB for an 18,000-unknown pose graph, until told."""
+    solver.set_phase(-1)
+    with contextlib.suppress(pypardiso.pardiso_wrapper.PyPardisoError):
+        solver._call_pardiso(sp.csr_matrix((0, 0)), np.zeros(0))
+
+
 class Pardiso:
     """MKL's PARDISO (pypardiso), symmetric positive definite: the lower triangle in CSC is
     the upper triangle in CSR, which PARDISO reads. The ordering and symbolic analysis
     (PARDISO's phase 11) run once per pattern; each matrix is a numeric factorisation and
     a solve (phases 22 and 33), called through pypardiso's phase switch, since its
-    `factorize` and `solve` copy and compare the matrix and analyse it again every time."""
+    `factorize` and `solve` copy and compare the matrix and analyse it again every time.
+    Its memory is given back when the solver is collected."""
 
     name = "pardiso"
 
@@ -253,10 +274,8 @@ class Pardiso:
         if _PARDISO_TEMPLATE is None:
             raise ImportError("the pardiso solver needs pypardiso (pip install pypardiso)")
         self._error = pypardiso.pardiso_wrapper.PyPardisoError
-        solver = self._solver = copy.copy(_PARDISO_TEMPLATE)  # MKL found once
-        solver.pt = np.zeros_like(_PARDISO_TEMPLATE.pt)  # PARDISO's handle: a new one
-        solver.iparm = _pardiso_settings()
-        solver.perm = _PARDISO_TEMPLATE.perm.copy()
+        self._solver = _new_pardiso()
+        weakref.finalize(self, _release, self._solver)
         self._pattern = pattern
         self._analysed = False
 
@@ -264,13 +283,13 @@ class Pardiso:
         self._solver.set_phase(phase)
         return self._solver._call_pardiso(matrix, rhs)
 
-    @staticmethod
     def _block_ordering(
-        size: int, b: int, block_rows: np.ndarray, block_cols: np.ndarray
-    ) -> np.ndarray:
+        self, size: int, b: int, block_rows: np.ndarray, block_cols: np.ndarray
+    ) -> np.ndarray | None:
         """PARDISO's own ordering (AMD, as `_pardiso_settings`) of the graph of the blocks,
         each block's unknowns then kept together in order: the same fill as ordering the
-        entries on the pose graphs here, with an analysis some 1.5x faster (NOTES 40)."""
+        entries on the pose graphs here, with an analysis some 1.5x faster (NOTES 40).
+        None (PARDISO then orders the entries) if PARDISO fails on the graph."""
         count = size // b
         # The blocks' graph as the upper triangle in CSR (by block column, then row, as
         # listed), diagonally dominant; PARDISO's analysis reads the structure alone.
@@ -279,18 +298,16 @@ class Pardiso:
         graph = sp.csr_matrix(
             (values, block_rows.astype(np.int32), indptr.astype(np.int32)), (count, count)
         )
-        ordering = copy.copy(_PARDISO_TEMPLATE)
-        ordering.pt = np.zeros_like(_PARDISO_TEMPLATE.pt)
-        ordering.iparm = _pardiso_settings()
+        ordering = _new_pardiso()
         ordering.iparm[_PARDISO_USER_PERMUTATION] = 2  # return the ordering it computes
         ordering.perm = np.zeros(count, np.int32)
-        nothing = np.zeros((count, 1), order="F")
         try:
             ordering.set_phase(11)
-            ordering._call_pardiso(graph, nothing)
+            ordering._call_pardiso(graph, np.zeros((count, 1), order="F"))
+        except self._error:
+            return None
         finally:
-            ordering.set_phase(-1)  # release its memory
-            ordering._call_pardiso(graph, nothing)
+            _release(ordering)
         # 1-based, as PARDISO's; a block's unknowns follow its place, in order
         return ((ordering.perm[:, None] - 1) * b + np.arange(b) + 1).astype(np.int32).ravel()
 
@@ -301,8 +318,11 @@ class Pardiso:
         try:
             if not self._analysed:
                 self._solver._check_A(upper)  # CSR with sorted indices, float64
+                ordering = None
                 if pattern.blocks is not None:
-                    self._solver.perm = self._block_ordering(pattern.size, *pattern.blocks)
+                    ordering = self._block_ordering(pattern.size, *pattern.blocks)
+                if ordering is not None:
+                    self._solver.perm = ordering
                     self._solver.iparm[_PARDISO_USER_PERMUTATION] = 1
                 self._phase(11, upper, rhs)
                 self._analysed = True
