@@ -46,6 +46,7 @@ import pose_graph  # noqa: E402
 from posegraph.framework import framework  # noqa: E402
 from posegraph.problem import make_problem  # noqa: E402
 
+from benchmarks.run import median_time  # noqa: E402
 from xform.optim._sparse import available_solvers  # noqa: E402
 from xform.optim.g2o import read_g2o  # noqa: E402
 
@@ -247,8 +248,8 @@ def solver_comparison(name: str, repeats: int) -> dict:
 def edge_comparison(name: str, repeats: int) -> dict:
     """The whitened residuals and Jacobians of every edge at the chordal start, per
     framework: the groups' methods (`edge_residuals_and_jacobians`, then U times each) and
-    the example's one kernel (`edge_jacobians`), milliseconds, the median of `10 * repeats`
-    calls after one (under `jax.jit` in JAX, as the solver calls them)."""
+    the example's one kernel (`edge_jacobians`), the median of `10 * repeats` calls after two
+    (under `jax.jit` in JAX, as the solver calls them)."""
     from posegraph.initial import chordal
     from posegraph.optimise import edge_jacobians, edge_residuals_and_jacobians
 
@@ -270,15 +271,16 @@ def edge_comparison(name: str, repeats: int) -> dict:
             parts = edge_residuals_and_jacobians(poses_i, poses_j, measurements_inverse)
             return [(whitening @ parts[0][..., None])[..., 0]] + [whitening @ j for j in parts[1:]]
 
-        row[framework_name] = {}
-        for label, function in (("methods", by_methods), ("one kernel", edge_jacobians)):
+        def seconds(function, fw=fw, arguments=arguments):
             call = fw.jit(function)
-            times = []
-            for _ in range(10 * repeats + 1):
-                start = time.perf_counter()
-                fw.ready(call(*arguments))
-                times.append(time.perf_counter() - start)
-            row[framework_name][label] = statistics.median(times[1:])
+            return median_time(
+                lambda: fw.ready(call(*arguments)), budget=0.0, min_repeats=10 * repeats
+            )
+
+        row[framework_name] = {
+            "methods": seconds(by_methods),
+            "one kernel": seconds(edge_jacobians),
+        }
         print(
             f"  {name} {framework_name}: edges by the methods "
             f"{1e3 * row[framework_name]['methods']:.2f} ms, by one kernel "

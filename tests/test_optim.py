@@ -16,7 +16,6 @@ from xform.optim._sparse import (
     Pattern,
     available_solvers,
     cost_pattern,
-    lower_slots,
     make_solver,
 )
 
@@ -342,6 +341,13 @@ def test_jax_vmap_matches_separate_solves(rng):
     for b in range(batch):
         cost, _ = solve(starts[b].to_jax(), zs[b].inverse().to_jax())
         np.testing.assert_allclose(float(costs[b]), float(cost), rtol=1e-7)
+
+
+def lower_slots(pattern: Pattern, columns: np.ndarray) -> np.ndarray:
+    """The per-entry reference for `cost_pattern`'s slots: entry (p, q) of each instance's
+    `J^T J` lands on (columns[p], columns[q]) where that is on or below the diagonal."""
+    rows = np.broadcast_to(columns[:, :, None], (*columns.shape, columns.shape[1]))
+    return pattern.slots(rows, np.broadcast_to(columns[:, None, :], rows.shape))
 
 
 def test_sparse_pattern_and_solvers(rng):

@@ -24,7 +24,7 @@ from .. import manifold
 from ._linearise import jax_normal_blocks, lineariser, plan
 from ._problem import Problem, Variables, numpy_of
 from ._result import Result, Timings
-from ._sparse import DENSE_BELOW, Pattern, cost_pattern, make_solver
+from ._sparse import DENSE_BELOW, Pattern, cost_pattern, make_solver, slot_blocks
 
 
 @dataclass
@@ -272,8 +272,7 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
         columns.append(
             np.concatenate(cols, axis=1) if cols else np.zeros((cost.count, 0), np.int64)
         )
-        starts = np.stack([c[:, 0] for c in cols], 1) if cols else np.zeros((cost.count, 0), int)
-        blocks.append((starts, [c.shape[1] for c in cols]))
+        blocks.append(slot_blocks(cols, cost.count))
     pattern, slots = cost_pattern(layout.size, blocks)
     for c in columns:
         gradient_slots.append(np.where(c >= 0, c, layout.size).ravel())
@@ -335,19 +334,14 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
                 continue
             # J^T copied before the product: NumPy's matmul of small matrices runs ~1.5x
             # faster on a contiguous operand than on the transposed view (NOTES 40)
-            transposed_shape = j.shape[:-2] + j.shape[-1:] + j.shape[-2:-1]
-            shape = transposed_shape[:-1] + j.shape[-1:]
-            kept = products.get(index)
-            if (
-                kept is None
-                or (kept[0].shape, kept[1].shape) != (transposed_shape, shape)
-                or kept[1].dtype != j.dtype
-            ):
-                kept = products[index] = (
-                    np.empty(transposed_shape, j.dtype),
-                    np.empty(shape, j.dtype),
+            key = (index, j.shape, j.dtype)
+            if key not in products:
+                transposed = j.shape[:-2] + j.shape[-1:] + j.shape[-2:-1]
+                products[key] = (
+                    np.empty(transposed, j.dtype),
+                    np.empty(transposed[:-1] + j.shape[-1:], j.dtype),
                 )
-            jt, product = kept
+            jt, product = products[key]
             np.copyto(jt, np.swapaxes(j, -1, -2))
             contributions.append(np.matmul(jt, j, out=product).ravel())
             gradients.append(np.matmul(jt, r[..., None]).ravel())

@@ -236,18 +236,15 @@ class Backward:
         """w with H w = v over the free unknowns: (N,) or, batched, (B, N)."""
         n = self.layout.size
         if not self.batched and self._host(v):
-            from ._sparse import Pattern, lower_slots, make_solver
+            from ._sparse import cost_pattern, make_solver, slot_blocks
 
-            cols = [np.concatenate(c, axis=1) for c in self.columns]
-            rows_ = [np.broadcast_to(c[:, :, None], (*c.shape, c.shape[1])) for c in cols]
-            cols_ = [np.broadcast_to(c[:, None, :], (*c.shape, c.shape[1])) for c in cols]
-            pattern = Pattern(
+            pattern, slots = cost_pattern(
                 n,
-                np.concatenate([a.ravel() for a in rows_]),
-                np.concatenate([a.ravel() for a in cols_]),
+                [slot_blocks(c, cost.count) for cost, c in zip(self.problem.costs, self.columns)],
             )
-            slots = np.concatenate([lower_slots(pattern, c).ravel() for c in cols])
-            values = pattern.assemble(slots, np.concatenate([numpy_of(b).ravel() for b in blocks]))
+            values = pattern.assemble(
+                np.concatenate(slots), np.concatenate([numpy_of(b).ravel() for b in blocks])
+            )
             rhs = numpy_of(v)
             try:
                 w = make_solver(pattern, None)(values, rhs)

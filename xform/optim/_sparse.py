@@ -133,14 +133,13 @@ class Pattern:
         return self.full_matrix(values).toarray()
 
 
-def lower_slots(pattern: Pattern, columns: np.ndarray) -> np.ndarray:
-    """Slots of every entry (p, q) of per-instance matrices `sum J^T J` (k, D, D) whose
-    column p is the global unknown `columns[:, p]` (< 0: fixed): entry (p, q) lands on
-    (columns[p], columns[q]) where that is on or below the diagonal, and is dropped above
-    it (its mirror (q, p) carries the same value there)."""
-    rows = np.broadcast_to(columns[:, :, None], (*columns.shape, columns.shape[1]))
-    cols = np.broadcast_to(columns[:, None, :], rows.shape)
-    return pattern.slots(rows, cols)
+def slot_blocks(columns: list[np.ndarray], count: int) -> tuple[np.ndarray, list[int]]:
+    """One cost as `cost_pattern` reads it, from its slots' unknowns `columns` ((k, d_a)
+    each, consecutive, -1 where the variable is fixed): each slot's first unknown (k, S)
+    and the slots' sizes."""
+    if not columns:
+        return np.zeros((count, 0), np.int64), []
+    return np.stack([c[:, 0] for c in columns], 1), [c.shape[1] for c in columns]
 
 
 def cost_pattern(size: int, costs: list[tuple[np.ndarray, list[int]]]):
