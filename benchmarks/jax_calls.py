@@ -3,7 +3,7 @@
     python -m benchmarks.jax_calls [--device cuda|cpu] [--sizes 16 4096 65536 1048576]
                                    [--ops ...] [--out DIR]
 
-The paths (`backends/jax_native.py`): "native", a program of recorded launches that C runs
+The paths (`xform/backends/jax_native.py`): "native", a program of recorded launches that C runs
 with no Python per call (on CUDA it needs XFORM_JAX_CUDA=native, which this sets), and
 "callback", the Python function behind xform's guard (the GPU's default). Each is timed
 forward and forward + backward (the cotangent an argument), as medians after warm-up,

@@ -174,7 +174,7 @@ def jax_device(device: str):
 
 def jax_runner(fn, arrays, backward, device, cpu_path=None):
     """`fn` under jax.jit; xform's ops traced with `cpu_path` ("native" or "callback",
-    see `backends/jax_native.py`) where given."""
+    see `xform/backends/jax_native.py`) where given."""
     values = [jax.device_put(a, jax_device(device)) for a in arrays]
     if cpu_path is not None:  # a function of its own: JAX caches traces per function
         inner = fn

@@ -66,7 +66,6 @@ SOURCES = (
     "mkdocs.yml",
     "docs",
     "xform",
-    "backends",
     "interop_examples",
     "data",
     "benchmarks",

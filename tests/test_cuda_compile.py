@@ -26,7 +26,7 @@ import pytest
 import warp as wp
 
 import xform
-from xform import _launch, _products
+from xform import _launch, _second_order
 from xform._launch import codegen, source
 from xform._op import Product
 
@@ -52,8 +52,8 @@ def products(op, second_order: bool = True) -> list[tuple]:
     if not second_order:
         return made
     try:
-        second = [_products.product_op(op, p) for p in (Product.TANGENT, Product.VJP)]
-    except _products.HigherDerivativeError:  # no closed forms: no second derivatives
+        second = [_second_order.product_op(op, p) for p in (Product.TANGENT, Product.VJP)]
+    except _second_order.HigherDerivativeError:  # no closed forms: no second derivatives
         second = []
     return made + [(p, kind) for p in second for kind in (Product.TANGENT, Product.VJP)]
 

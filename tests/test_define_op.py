@@ -577,7 +577,7 @@ def test_jax_shard_map_over_two_cpu_devices(tmp_path):
 def test_heavy_elements_split_over_the_threads_sooner(rng, monkeypatch):
     """`work` weighs an element in the CPU split: an op of work w splits from
     PARALLEL_MIN_ELEMENTS / w elements, its products too, with the same values."""
-    from xform import _launch, _products
+    from xform import _launch, _second_order
 
     monkeypatch.setattr(_launch.threads, "THREADS", 2)
     heavy = xform.define_op("polar_heavy", polar, {"vector": (3,)}, POLAR_RESULTS, work=64)
@@ -590,7 +590,7 @@ def test_heavy_elements_split_over_the_threads_sooner(rng, monkeypatch):
         "scaled_rotate_heavy", scaled_rotate, {"quaternion": (4,), "points": (3,), "scale": ()},
         {"out_points": (3,)}, scaled_rotate_tangent, scaled_rotate_vjp, work=64,
     )  # fmt: skip
-    vjp, tangent = (_products.product_op(closed, p) for p in (Product.VJP, Product.TANGENT))
+    vjp, tangent = (_second_order.product_op(closed, p) for p in (Product.VJP, Product.TANGENT))
     assert vjp.work == tangent.work == 64
     for split, serial in zip(heavy(vectors), light(vectors)):
         np.testing.assert_array_equal(split, serial)

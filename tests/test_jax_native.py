@@ -1,4 +1,4 @@
-"""The native XLA FFI handler on CPU (`backends/jax_native`): the same bits as the Python
+"""The native XLA FFI handler on CPU (`xform/backends/jax_native`): the same bits as the Python
 callback for every op and product (jit, jvp, grad, vmap, broadcast gradients split over
 threads, sums over points), errors inside the handler as Python errors, the fallback
 when the self-test fails, and a build with no compiler on PATH."""

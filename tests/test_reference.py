@@ -9,8 +9,7 @@ therefore checked the day it is added, with no list here to edit.
 
 An entry is an element of the built site (`site/`, as `mkdocs build` writes it) whose
 `id` is one of the name's paths: `xform.SE3.inverse`, `xform.groups.SE3.inverse` and
-`xform.groups.se3.SE3.inverse` all name one method, and one entry serves them all
-(`backends.torch...` is how mkdocstrings spells `xform.backends.torch...`). The ops are
+`xform.groups.se3.SE3.inverse` all name one method, and one entry serves them all. The ops are
 documented once for their three front ends by `docs/api.md`, each under the id of its name.
 
 Each function, class, method and property also has a docstring of its own (mkdocstrings
@@ -49,13 +48,10 @@ DOCUMENTED_ELSEWHERE = {
 }
 # The op front ends: their ops are docs/api.md's sections.
 OP_FRONT_ENDS = ("xform", "xform.backends.torch", "xform.backends.jax")
-OURS = ("xform", "backends")
 
 
 def public_modules() -> list[str]:
-    found = ["xform", "xform.backends"]
-    for package, prefix in ((xform, "xform."), (xform.backends, "xform.backends.")):
-        found += [m.name for m in pkgutil.walk_packages(package.__path__, prefix)]
+    found = ["xform", *(m.name for m in pkgutil.walk_packages(xform.__path__, "xform."))]
     return sorted(
         name
         for name in dict.fromkeys(found)
@@ -65,7 +61,7 @@ def public_modules() -> list[str]:
 
 
 def _ours(obj) -> bool:
-    return (getattr(obj, "__module__", None) or "").split(".")[0] in OURS
+    return (getattr(obj, "__module__", None) or "").split(".")[0] == "xform"
 
 
 def module_names(module: types.ModuleType) -> list[str]:
@@ -152,7 +148,6 @@ def public_api() -> tuple[dict[str, set[str]], dict[str, object]]:
         else:
             key = id(value) if (inspect.isclass(value) or callable(value)) else path
             accepted = set(paths[key]) | {path}
-        accepted |= {a.removeprefix("xform.") for a in accepted if a.startswith("xform.backends")}
         ids[path] = accepted
     return ids, names
 
@@ -230,7 +225,6 @@ def test_the_api_is_found_not_listed():
         assert name not in ids, name
     assert ids["xform.backends.jax.so3_exp"] == {"so3_exp"}
     assert "xform.groups.se3.SE3.inverse" in ids["xform.SE3.inverse"]
-    assert "backends.torch.TransformPoint" in ids["xform.backends.torch.TransformPoint"]
     assert not any(name.startswith(("xform.ops.", "xform._")) for name in ids)
 
 

@@ -24,7 +24,7 @@ from helpers import as_tuple, hessian_by_differences
 from reference import random_args, random_rotations, rotvec_quaternion
 
 import xform
-from xform import _products
+from xform import _second_order
 from xform._op import Product
 from xform.ops.euler import COMPOSITES as EULER
 from xform.ops.quaternion import quat_matrix_vjp, quat_to_matrix, quat_to_matrix_tangent
@@ -422,7 +422,7 @@ def test_product_ops_are_ops(rng):
     op = xform.OPS["transform_points"]
     args = [rng.normal(size=(3,)), rng.normal(size=(1, 4)), rng.normal(size=(5, 3))]
     g = rng.normal(size=(5, 3))
-    vjp_op, tangent_op = (_products.product_op(op, p) for p in (Product.VJP, Product.TANGENT))
+    vjp_op, tangent_op = (_second_order.product_op(op, p) for p in (Product.VJP, Product.TANGENT))
     for got, want in zip(vjp_op(*args, g), xform.vjp(op, args, g)):
         np.testing.assert_allclose(got, want, atol=1e-13, rtol=0)
     dx = [rng.normal(size=a.shape) for a in args]

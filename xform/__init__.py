@@ -16,7 +16,7 @@ from ._functions import FUNCTIONS as _FUNCTIONS
 from ._functions import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
 from ._op import Op, Operand, Result
-from ._products import HigherDerivativeError
+from ._second_order import HigherDerivativeError
 from ._random import random_quaternion
 from .groups import SE2, SE3, SO2, SO3, Sim3
 from .ops import OPS

@@ -13,8 +13,8 @@ from xform._interop import to_warp as to_warp
 from xform._op import Op as Op
 from xform._op import Operand as Operand
 from xform._op import Result as Result
-from xform._products import HigherDerivativeError as HigherDerivativeError
 from xform._random import random_quaternion as random_quaternion
+from xform._second_order import HigherDerivativeError as HigherDerivativeError
 from xform.groups.se2 import SE2 as SE2
 from xform.groups.se3 import SE3 as SE3
 from xform.groups.sim3 import Sim3 as Sim3

@@ -119,11 +119,11 @@ def define_op(
     splits at fewer; `result_buffers` and `gradient_buffers` name cuRobo's optional
     preallocated buffers (PyTorch only); `family` names the section of the op reference
     that lists the op (xform's built-ins have one). `product_of` is for xform's own
-    second-order ops (`_products.py`): the op and the product this op computes.
+    second-order ops (`_second_order.py`): the op and the product this op computes.
 
     Returns an `xform.Op`, callable on NumPy, Warp, PyTorch and JAX arrays and accepted
     by `xform.vjp` and `xform.jvp`. With closed-form `tangent` and `vjp` (written without
-    `wp.grad`), it is differentiable twice in every framework (`_products.py`).
+    `wp.grad`), it is differentiable twice in every framework (`_second_order.py`).
     """
     if not _is_name(name):
         raise ValueError(f"xform.define_op: name {name!r} must be a Python identifier")

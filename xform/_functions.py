@@ -1,5 +1,5 @@
 """The top-level API: every op of the table as a function of NumPy, Warp, PyTorch or
-JAX arrays, returning the caller's array type (through the dispatch, `_api.py`), and the
+JAX arrays, returning the caller's array type (through the dispatch, `_dispatch.py`), and the
 core's own `vjp` and `jvp` of NumPy and Warp arrays.
 
 The functions are generated from the op table, so each has the op's own argument names.
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
-from ._api import ALLOCATORS, ARRAYS, ArrayArguments, _core_kind, _unpack, numbers_as_arrays
+from ._dispatch import ALLOCATORS, ARRAYS, ArrayArguments, _core_kind, _unpack, numbers_as_arrays
 from ._launch import buffers, products
 from ._op import Composite, Op
 from .ops import COMPOSITES, OPS

@@ -102,7 +102,7 @@ class Result:
     included), and each launch index adds its value into the element of the result that
     it reads of the operand, so that the result sums over the dimensions along which the
     operand is broadcast. That is the shape of a VJP's gradients: an op's VJP is an op
-    whose results are `like` its operands (see `_products.py`). Either every result of an
+    whose results are `like` its operands (see `_second_order.py`). Either every result of an
     op is `like` an operand (each its own, of that operand's element shape) or none is;
     the results' `batch` then lists every operand group (the launch's).
     """
@@ -121,7 +121,7 @@ _dispatch: Callable[[Op, Sequence[Any]], Any] = _not_installed
 
 
 def install_dispatch(dispatch: Callable[[Op, Sequence[Any]], Any]) -> None:
-    """Make `dispatch(op, args)` what calling an op runs (`_api.apply` installs itself)."""
+    """Make `dispatch(op, args)` what calling an op runs (`_dispatch.apply` installs itself)."""
     global _dispatch
     _dispatch = dispatch
 
@@ -167,7 +167,7 @@ class Op:
     """Each framework adapter's function of this op, by framework, made once: a plain
     attribute, so that torch.compile traces a call through it without re-making it."""
     product_of: tuple[Op, Product] | None = field(default=None, repr=False)
-    """For a product of another op (`_products.py`): that op and the product. A product's
+    """For a product of another op (`_second_order.py`): that op and the product. A product's
     own derivatives are second derivatives of that op; a product is never differentiated
     twice."""
 
@@ -265,7 +265,7 @@ class Composite:
 
     `arrays` names the parameters that take arrays (one whose default is None may be
     None): each front end checks their types before `run` reads them, as it checks an
-    op's operands (`xform._api.ArrayArguments`).
+    op's operands (`xform._dispatch.ArrayArguments`).
     """
 
     name: str

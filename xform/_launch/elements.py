@@ -103,7 +103,7 @@ def element_tangent(op: Op, scalar: type) -> wp.Function:
 
 
 def _vjp_tangent(op: Op, scalar: type) -> wp.Function:
-    """The tangent of an op's VJP (`_products.product_op`) in one reverse sweep, not one per
+    """The tangent of an op's VJP (`_second_order.product_op`) in one reverse sweep, not one per
     result component. The VJP is `V(x, g) = J(x)^T g`, linear in g, and its derivative in
     x, `H = sum_j g_j d^2 F_j / dx^2`, is symmetric: so its tangent `H dx + V(x, dg)` takes
     `H dx` as the x-part of the gradient of `<V(x, g), dx>`, the VJP's own derived VJP at

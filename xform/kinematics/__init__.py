@@ -21,7 +21,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .. import _api, _frameworks
+from .. import _dispatch, _frameworks
 from .._op import Op
 from ..groups import SE3
 from . import _ops, _urdf
@@ -151,7 +151,7 @@ class Chain:
         # Once made, a framework's function of the op is at hand: calling it directly saves
         # the dispatch's checks (q's kind is the constants' by construction), a few µs.
         adapter = op.adapters.get(_frameworks.kind(q)) if not extra else None
-        return adapter(*args) if adapter is not None else _api.apply(op, args)
+        return adapter(*args) if adapter is not None else _dispatch.apply(op, args)
 
     def _constants_like(self, q) -> tuple:
         """The model's arrays in q's kind, dtype and device, converted once per such."""
@@ -160,7 +160,7 @@ class Chain:
         key = (kind, str(q.dtype), str(device))
         converted = self._converted.get(key)
         if converted is None:
-            converted = tuple(_api.array_like(c, q) for c in self._constants)
+            converted = tuple(_dispatch.array_like(c, q) for c in self._constants)
             if not _is_tracer(converted[0]):  # made under a JAX trace, it belongs to that trace
                 with self._lock:
                     self._converted[key] = converted

@@ -24,7 +24,7 @@ How each PyTorch transform reaches the core's kernels:
 
 Second derivatives (double backward, `gradgradcheck`, `torch.func.hessian`,
 `jacfwd(jacrev(f))`), eager or compiled: the VJP and JVP Functions are differentiable
-again, through the op's products made ops of their own (`xform._products`); where an op
+again, through the op's products made ops of their own (`xform._second_order`); where an op
 has no closed-form derivatives, and for third derivatives, they raise
 `xform.HigherDerivativeError` (never a silently wrong second derivative).
 
@@ -41,7 +41,7 @@ import torch
 import torch.autograd.forward_ad as forward_ad
 
 from xform import _frameworks
-from xform._api import ArrayArguments, numbers_as_arrays
+from xform._dispatch import ArrayArguments, numbers_as_arrays
 from xform._functions import family_function
 from xform._op import Op
 from xform._random import haar_quaternions, sample_shape

@@ -14,7 +14,7 @@ import torch
 from xform._op import Op
 
 from ._torch_autograd import _backward, _unpack, op_function
-from ._torch_kernels import Products, _fake_results, _forward, _jvp, _vjp
+from ._torch_kernels import KernelRoute, _fake_results, _forward, _jvp, _vjp
 
 
 class CustomOps(NamedTuple):
@@ -113,12 +113,12 @@ def _dispatched_jvp(op: Op, operands, tangents, prefix: int = 0) -> list[torch.T
 
 
 # Traced (torch.compile): the kernels as custom ops, which the trace records as nodes.
-DISPATCHED = Products(_dispatched_forward, _dispatched_vjp, _dispatched_jvp)
+DISPATCHED = KernelRoute(_dispatched_forward, _dispatched_vjp, _dispatched_jvp)
 
 
 def _traced_call(op: Op):
     """What a call of `op` is while torch.compile traces: the op's Function with the
-    DISPATCHED products, in a function marked `allow_in_graph`. Dynamo records that call as
+    DISPATCHED route, in a function marked `allow_in_graph`. Dynamo records that call as
     one node instead of inlining the Function (it refuses a Function with a `jvp`, and
     outside its own autograd support it would drop the jvp and vmap rules); AOTAutograd
     then runs the Function under whichever transforms the trace holds (backward,

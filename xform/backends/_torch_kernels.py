@@ -221,7 +221,7 @@ def _jvp(op: Op, operands, tangents, prefix: int = 0):
         )
 
 
-class Products(NamedTuple):
+class KernelRoute(NamedTuple):
     """How a Function reaches the kernels: `forward(op, operands, prefix, buffers)`,
     `vjp(op, operands, cotangents, needed, prefix)`, `jvp(op, operands, tangents, prefix)`,
     each returning a list of tensors."""
@@ -232,7 +232,7 @@ class Products(NamedTuple):
 
 
 # Eager: the kernels launch directly on the tensors' memory.
-LAUNCHED = Products(_forward, _vjp, _jvp)
+LAUNCHED = KernelRoute(_forward, _vjp, _jvp)
 
 
 def _fake_results(op: Op, operands, prefix: int = 0) -> list[torch.Tensor]:

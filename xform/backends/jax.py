@@ -18,7 +18,7 @@ both come from the same kernels. Every primitive has a batching rule that moves 
 mapped axis to the front and calls the kernel with one more "mapped prefix" dimension:
 `jax.vmap` is one launch, never a loop. Second derivatives: the JVP rules of the tangent
 and VJP primitives are the tangents of the op's products made ops of their own
-(`xform._products`), whose primitives have the same rules; where an op has no closed-form
+(`xform._second_order`), whose primitives have the same rules; where an op has no closed-form
 derivatives, and for third derivatives, they raise `xform.HigherDerivativeError`.
 
 `cuda_matrix_to_quaternion` stops gradients: its derivative is zero, as
@@ -40,8 +40,8 @@ import warp as wp
 from jax.extend.core import Primitive
 from jax.interpreters import ad, batching, mlir
 
-from xform import _frameworks, _launch, _products
-from xform._api import ArrayArguments, numbers_as_arrays
+from xform import _frameworks, _launch, _second_order
+from xform._dispatch import ArrayArguments, numbers_as_arrays
 from xform._functions import family_function
 from xform._launch.layout import result_shapes, scattered
 from xform._launch.runner import run_product
@@ -317,10 +317,10 @@ def _map_size(args, dims):
 
 def _jvp_of_tangent(op: Op, tangent: Primitive):
     """The JVP rule of an op's tangent primitive: the tangent of its tangent op
-    (`xform._products`), which raises where xform cannot give it exactly."""
+    (`xform._second_order`), which raises where xform cannot give it exactly."""
 
     def rule(primals, tangents, *, prefix):
-        product = _products.product_op(op, Product.TANGENT)
+        product = _second_order.product_op(op, Product.TANGENT)
         outs = tangent.bind(*primals, prefix=prefix)
         tangents = [ad.instantiate_zeros(t) for t in tangents]
         return outs, primitives(product)[1].bind(*primals, *tangents, prefix=prefix)
@@ -333,7 +333,7 @@ def _jvp_of_vjp(op: Op, vjp: Primitive):
     the differentiable operands' gradients (the primitive gives the `needed` ones)."""
 
     def rule(primals, tangents, *, prefix, needed):
-        product = _products.product_op(op, Product.VJP)
+        product = _second_order.product_op(op, Product.VJP)
         outs = vjp.bind(*primals, prefix=prefix, needed=needed)
         tangents = [ad.instantiate_zeros(t) for t in tangents]
         out = primitives(product)[1].bind(*primals, *tangents, prefix=prefix)

@@ -1,7 +1,7 @@
 """Every op as `torch.autograd.Function`s: the op's own (backward through the VJP kernel,
 forward mode through the tangent kernel, a `vmap` rule that adds a leading dimension to
 one launch), and its first derivatives', differentiable again through the op's products
-made ops of their own (`xform._products`). See `backends/torch.py` for the whole design."""
+made ops of their own (`xform._second_order`). See `backends/torch.py` for the whole design."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import inspect
 
 import torch
 
-from xform import _products
+from xform import _second_order
 from xform._launch.layout import scattered
 from xform._op import Op, Product
 
-from ._torch_kernels import LAUNCHED, Products, _check_buffers
+from ._torch_kernels import LAUNCHED, KernelRoute, _check_buffers
 
 
 def _unpack(results):
@@ -41,7 +41,7 @@ def _expanded_to_front(args, in_dims, size: int):
 class _Derivative(torch.autograd.Function):
     """A first derivative (VJP or JVP) as a Function, so that vmap can fold it into one
     launch, and so that it can be differentiated again: its backward and forward-mode
-    rule are those of the op's product made an op of its own (`xform._products`), whose
+    rule are those of the op's product made an op of its own (`xform._second_order`), whose
     own derivatives are the op's exact second derivatives. Where xform cannot give them
     (an op without closed forms, a third derivative), they raise HigherDerivativeError."""
 
@@ -68,7 +68,7 @@ class _Derivative(torch.autograd.Function):
 
 @functools.cache
 def vjp_function(
-    op: Op, prefix: int = 0, products: Products = LAUNCHED
+    op: Op, prefix: int = 0, route: KernelRoute = LAUNCHED
 ) -> type[torch.autograd.Function]:
     """Operands, then one cotangent per result, then the `needed` flags -> one gradient
     per operand (an empty tensor where not needed). A Function so that it can be vmapped."""
@@ -78,7 +78,7 @@ def vjp_function(
         @staticmethod
         def forward(*args):
             operands, cotangents, needed = args[:n], args[n : n + r], args[n + r]
-            grads = products.vjp(op, operands, cotangents, needed, prefix)
+            grads = route.vjp(op, operands, cotangents, needed, prefix)
             return tuple(g if g is not None else operands[0].new_empty(0) for g in grads)
 
         @staticmethod
@@ -86,16 +86,16 @@ def vjp_function(
             # Every input gets the mapped dimension spelled out: an unmapped operand still
             # has one gradient per map element, so the adjoint must not sum over the map.
             front = _expanded_to_front(args[: n + r], in_dims[: n + r], info.batch_size)
-            grads = vjp_function(op, prefix + 1, products).apply(*front, args[n + r])
+            grads = vjp_function(op, prefix + 1, route).apply(*front, args[n + r])
             return grads, tuple(0 if need else None for need in args[n + r])
 
         @staticmethod
         def backward(ctx, *grads):
-            return _vjp_of_vjp(op, prefix, products, ctx, grads)
+            return _vjp_of_vjp(op, prefix, route, ctx, grads)
 
         @staticmethod
         def jvp(ctx, *tangents):
-            return _tangent_of_vjp(op, prefix, products, ctx, tangents)
+            return _tangent_of_vjp(op, prefix, route, ctx, tangents)
 
     Vjp.__name__ = Vjp.__qualname__ = f"{op.name}_vjp"
     Vjp.op = op
@@ -104,7 +104,7 @@ def vjp_function(
 
 @functools.cache
 def jvp_function(
-    op: Op, prefix: int = 0, products: Products = LAUNCHED
+    op: Op, prefix: int = 0, route: KernelRoute = LAUNCHED
 ) -> type[torch.autograd.Function]:
     """Operands, then one tangent per operand (None for zero) -> the results' tangents."""
     n = len(op.operands)
@@ -112,22 +112,22 @@ def jvp_function(
     class Jvp(_Derivative):
         @staticmethod
         def forward(*args):
-            return _unpack(products.jvp(op, args[:n], args[n:], prefix))
+            return _unpack(route.jvp(op, args[:n], args[n:], prefix))
 
         @staticmethod
         def vmap(info, in_dims, *args):
             # Tangents must have their operand's shape, so every input gets the map's size.
             front = _expanded_to_front(args, in_dims, info.batch_size)
-            out = jvp_function(op, prefix + 1, products).apply(*front)
+            out = jvp_function(op, prefix + 1, route).apply(*front)
             return out, 0 if len(op.results) == 1 else (0,) * len(op.results)
 
         @staticmethod
         def backward(ctx, *grads):
-            return _vjp_of_tangent(op, prefix, products, ctx, grads)
+            return _vjp_of_tangent(op, prefix, route, ctx, grads)
 
         @staticmethod
         def jvp(ctx, *tangents):
-            return _tangent_of_tangent(op, prefix, products, ctx, tangents)
+            return _tangent_of_tangent(op, prefix, route, ctx, tangents)
 
     Jvp.__name__ = Jvp.__qualname__ = f"{op.name}_jvp"
     Jvp.op = op
@@ -137,27 +137,27 @@ def jvp_function(
 # --- second derivatives: the first derivatives' own, through the products as ops ------------
 
 
-def _vjp_of_vjp(op: Op, prefix: int, products: Products, ctx, grads):
+def _vjp_of_vjp(op: Op, prefix: int, route: KernelRoute, ctx, grads):
     """Backward of a VJP Function (operands, cotangents, needed -> gradients): the VJP of
     the op's VJP op at the gradients' cotangents `grads`."""
     n, r = len(op.operands), len(op.results)
-    product = _products.product_op(op, Product.VJP)
+    product = _second_order.product_op(op, Product.VJP)
     saved, needed = ctx.saved_tensors, ctx.flags
     # The VJP op's results are the differentiable operands' gradients, in order.
     cotangents = [grads[k] if needed[k] else None for k in scattered(op, Product.VJP)]
     wanted = _needed(product, ctx.needs_input_grad[: n + r])
     if not any(wanted):
         return (None,) * (n + r + 1)
-    out = vjp_function(product, prefix, products).apply(*saved[: n + r], *cotangents, wanted)
+    out = vjp_function(product, prefix, route).apply(*saved[: n + r], *cotangents, wanted)
     return (*[g if want else None for g, want in zip(out, wanted)], None)
 
 
-def _tangent_of_vjp(op: Op, prefix: int, products: Products, ctx, tangents):
+def _tangent_of_vjp(op: Op, prefix: int, route: KernelRoute, ctx, tangents):
     """Forward-mode rule of a VJP Function: the tangent of the op's VJP op."""
     n, r = len(op.operands), len(op.results)
-    product = _products.product_op(op, Product.VJP)
+    product = _second_order.product_op(op, Product.VJP)
     saved, needed = ctx.saved_tensors, ctx.flags
-    out = jvp_function(product, prefix, products).apply(*saved[: n + r], *tangents[: n + r])
+    out = jvp_function(product, prefix, route).apply(*saved[: n + r], *tangents[: n + r])
     by_operand = dict(zip(scattered(op, Product.VJP), out if isinstance(out, tuple) else (out,)))
     return tuple(by_operand[k] if needed[k] else saved[0].new_empty(0) for k in range(n))
 
@@ -169,23 +169,23 @@ def _operands_and_tangents(op: Op, saved):
     return [*saved[:n], *tangents]
 
 
-def _vjp_of_tangent(op: Op, prefix: int, products: Products, ctx, grads):
+def _vjp_of_tangent(op: Op, prefix: int, route: KernelRoute, ctx, grads):
     """Backward of a JVP Function (operands, tangents -> the results' tangents): the VJP
     of the op's tangent op."""
-    product = _products.product_op(op, Product.TANGENT)
+    product = _second_order.product_op(op, Product.TANGENT)
     wanted = _needed(product, ctx.needs_input_grad)
     if not any(wanted):
         return (None,) * len(wanted)
     inputs = _operands_and_tangents(op, ctx.saved_tensors)
-    out = vjp_function(product, prefix, products).apply(*inputs, *grads, wanted)
+    out = vjp_function(product, prefix, route).apply(*inputs, *grads, wanted)
     return tuple(g if want else None for g, want in zip(out, wanted))
 
 
-def _tangent_of_tangent(op: Op, prefix: int, products: Products, ctx, tangents):
+def _tangent_of_tangent(op: Op, prefix: int, route: KernelRoute, ctx, tangents):
     """Forward-mode rule of a JVP Function: the tangent of the op's tangent op."""
-    product = _products.product_op(op, Product.TANGENT)
+    product = _second_order.product_op(op, Product.TANGENT)
     inputs = _operands_and_tangents(op, ctx.saved_tensors)
-    return jvp_function(product, prefix, products).apply(*inputs, *tangents)
+    return jvp_function(product, prefix, route).apply(*inputs, *tangents)
 
 
 _functorch_active = getattr(torch._C, "_are_functorch_transforms_active", None)
@@ -208,10 +208,10 @@ def _with_cached_signature(function: type[torch.autograd.Function]):
 
 @functools.cache
 def op_function(
-    op: Op, prefix: int = 0, products: Products = LAUNCHED
+    op: Op, prefix: int = 0, route: KernelRoute = LAUNCHED
 ) -> type[torch.autograd.Function]:
     """The op as a Function: `apply(*operands, *result_buffers, *gradient_buffers)`, the
-    buffers optional (None) and only at prefix 0 with the LAUNCHED products."""
+    buffers optional (None) and only at prefix 0 with the LAUNCHED route."""
     n, r = len(op.operands), len(op.results)
     result_names = op.result_buffers
 
@@ -222,7 +222,7 @@ def op_function(
             operands = args[:n]
             if any(b is not None for b in args[n:]):  # only at prefix 0 (vmap refuses them)
                 _check_buffers(op, operands, args[n:])  # before any launch
-            return _unpack(products.forward(op, operands, prefix, _result_buffers(args)))
+            return _unpack(route.forward(op, operands, prefix, _result_buffers(args)))
 
         @staticmethod
         def setup_context(ctx, inputs, output):
@@ -237,13 +237,13 @@ def op_function(
 
         @staticmethod
         def backward(ctx, *grad_outputs):
-            return _backward(op, prefix, products, ctx, grad_outputs)
+            return _backward(op, prefix, route, ctx, grad_outputs)
 
         @staticmethod
         def jvp(ctx, *tangents):
             if not op.differentiable:
                 return _unpack([None] * r)
-            return jvp_function(op, prefix, products).apply(*ctx.saved_tensors, *tangents[:n])
+            return jvp_function(op, prefix, route).apply(*ctx.saved_tensors, *tangents[:n])
 
         @staticmethod
         def vmap(info, in_dims, *args):
@@ -256,7 +256,7 @@ def op_function(
                 front = _expanded_to_front(args[:n], in_dims[:n], info.batch_size)
             else:
                 front = _to_front(args[:n], in_dims[:n])
-            out = op_function(op, prefix + 1, products).apply(*front)
+            out = op_function(op, prefix + 1, route).apply(*front)
             return out, 0 if r == 1 else (0,) * r
 
     def _result_buffers(args):
@@ -266,7 +266,7 @@ def op_function(
     return _with_cached_signature(Function)
 
 
-def _backward(op: Op, prefix: int, products: Products, ctx, grad_outputs) -> tuple:
+def _backward(op: Op, prefix: int, route: KernelRoute, ctx, grad_outputs) -> tuple:
     """The backward of a function whose first inputs are the op's operands, saved in
     `ctx` (the op's Function, or its forward custom op): one gradient per input, None
     for the inputs after the operands and those nobody asked for."""
@@ -275,9 +275,9 @@ def _backward(op: Op, prefix: int, products: Products, ctx, grad_outputs) -> tup
     if not op.differentiable or not any(needed):
         return (None,) * len(ctx.needs_input_grad)
     if _plain_backward():
-        grads = products.vjp(op, ctx.saved_tensors, grad_outputs, needed, prefix)
+        grads = route.vjp(op, ctx.saved_tensors, grad_outputs, needed, prefix)
     else:  # a Function: vmappable, and differentiable again
-        vjp = vjp_function(op, prefix, products)
+        vjp = vjp_function(op, prefix, route)
         grads = vjp.apply(*ctx.saved_tensors, *grad_outputs, needed)
     grads = [g if need else None for g, need in zip(grads, needed)]
     return (*grads, *[None] * (len(ctx.needs_input_grad) - n))
