@@ -171,7 +171,7 @@ def apply(op: Op, args: Sequence[Any]):
     args = numbers_as_arrays(op, args)
     kind = array_kind(op, args)
     if kind in ALLOCATORS:
-        key = _repeat_key(args) if kind == "numpy" else None
+        key = _repeat_key(args)  # None but for NumPy arrays
         if key is not None:
             pointers = [x.ctypes.data for x in args]
             results = repeats.repeat(op, Product.FORWARD, key, pointers, *ALLOCATORS[kind])

@@ -472,7 +472,7 @@ def primitives(op: Op):
 ARRAYS = ArrayArguments(
     "xform.backends.jax",
     "a JAX or NumPy array",
-    lambda x: isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)),
+    lambda x: _frameworks.JAX.owns(x) or _frameworks.NUMPY.owns(x),
 )
 
 

@@ -16,7 +16,6 @@ the framework's autodiff by the ops' closed-form tangents and VJPs (`_ops.py`).
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -28,11 +27,6 @@ from . import _ops, _urdf
 from ._urdf import FIXED, PRISMATIC, REVOLUTE, Model
 
 __all__ = ["Chain", "FIXED", "PRISMATIC", "REVOLUTE"]
-
-
-def _is_tracer(x) -> bool:
-    jax = sys.modules.get("jax")
-    return jax is not None and isinstance(x, jax.core.Tracer)
 
 
 class Chain:
@@ -101,7 +95,7 @@ class Chain:
         `link_names` order) or for `links`, in that order."""
         self._check_q(q, "forward_kinematics")
         index = None if links is None else self._indices(links, "forward_kinematics")
-        if _frameworks.kind(q) == "warp":
+        if not _frameworks.of(q).holds_groups:
             raise TypeError(
                 "xform.kinematics.Chain.forward_kinematics: the poses are an xform.SE3, which "
                 "holds NumPy, PyTorch or JAX arrays; pass q as one of those, or call "
@@ -155,13 +149,12 @@ class Chain:
 
     def _constants_like(self, q) -> tuple:
         """The model's arrays in q's kind, dtype and device, converted once per such."""
-        kind = _frameworks.kind(q)
-        device = getattr(q, "device", None) if kind in ("torch", "warp") else None
-        key = (kind, str(q.dtype), str(device))
+        framework = _frameworks.of(q)
+        key = (framework.name, str(q.dtype), framework.device(q))
         converted = self._converted.get(key)
         if converted is None:
             converted = tuple(_dispatch.array_like(c, q) for c in self._constants)
-            if not _is_tracer(converted[0]):  # made under a JAX trace, it belongs to that trace
+            if _frameworks.concrete(converted[0]):  # made under a trace, it belongs to it
                 with self._lock:
                     self._converted[key] = converted
         return converted
