@@ -43,7 +43,7 @@ DATA = REPO.parent / "shared" / "data" / "pose_graphs"
 sys.path.insert(0, str(REPO / "interop_examples"))
 
 import pose_graph  # noqa: E402
-from posegraph.framework import framework  # noqa: E402
+from posegraph.framework import array_in, element_in, framework, indices_in  # noqa: E402
 from posegraph.problem import make_problem  # noqa: E402
 
 from benchmarks.run import median_time  # noqa: E402
@@ -259,12 +259,12 @@ def edge_comparison(name: str, repeats: int) -> dict:
     for framework_name in ("torch", "jax"):
         fw = framework(framework_name)
         problem = make_problem(read_g2o(DATA / f"{name}.g2o"), fw)
-        poses = fw.group(chordal(problem, fw))
+        poses = element_in(fw, chordal(problem, fw))
         arguments = (
-            poses[fw.index(problem.i)],
-            poses[fw.index(problem.j)],
-            fw.group(problem.measurements).inverse(),
-            optim.sqrt_information(fw.array(problem.information)),
+            poses[indices_in(fw, problem.i)],
+            poses[indices_in(fw, problem.j)],
+            element_in(fw, problem.measurements).inverse(),
+            optim.sqrt_information(array_in(fw, problem.information)),
         )
 
         def by_methods(poses_i, poses_j, measurements_inverse, whitening):
