@@ -17,8 +17,10 @@ or edges).
   The camera model is BAL's (`../shared/data/bal/README.md`): Rodrigues `w`, `t`, `f`
   (about 500 px), `k1`, `k2`; `pred = f (1 + k1 |p|^2 + k2 |p|^4) p`, `p = -P[:2] / P[2]`.
   Observations get Gaussian pixel noise (`noise` px) and a fraction `outliers` of them are
-  replaced by a uniform pixel in the image; the problem's cameras and points are the
-  truth perturbed (`perturb=False` leaves the truth).
+  moved 10-40 px; the problem's cameras and points start from the truth drifted as
+  visual odometry drifts (the poses integrated from perturbed camera-to-camera motions,
+  each point moved with its first camera) plus a little noise (`perturb=False` leaves
+  the truth).
 - `pose_graph(poses, seed=...)`: a helix of rings (`ring` poses a turn, 1 m apart, each
   heading along the helix with a little roll and pitch), odometry edges `i -> i+1` and loop
   closures `i -> i + ring` to the ring above (a fraction `closures` of them), measurements
@@ -57,9 +59,17 @@ WOBBLE = np.deg2rad(2.0)
 WINDOW = 14
 CHUNK = 65_536  # points a pass, bounding the candidates' temporary arrays (~100 MB)
 
-# Perturbation of the initial guess: radians, metres, relative focal length, k1 / k2, metres.
-PERTURB_ROTATION, PERTURB_TRANSLATION, PERTURB_FOCAL = 0.005, 0.02, 0.01
-PERTURB_DISTORTION, PERTURB_POINT = (0.005, 0.001), 0.05
+# An outlier is moved this far (pixels) in a random direction: a feature matched to a
+# neighbour, not anywhere in the image (which, with no robust loss, drags the solution
+# for hundreds of iterations).
+OUTLIER_PIXELS = (10.0, 40.0)
+# The initial guess drifts as visual odometry does: each camera-to-camera motion perturbed
+# (radians and metres; scaled down past 100 cameras, so that the whole street drifts as 100
+# cameras do), the poses integrated; each point moved with its first camera; then a little
+# noise: radians, metres, relative focal length, k1 / k2, metres.
+DRIFT_ROTATION, DRIFT_TRANSLATION, DRIFT_CAMERAS = 0.005, 0.03, 100
+PERTURB_ROTATION, PERTURB_TRANSLATION, PERTURB_FOCAL = 0.002, 0.01, 0.01
+PERTURB_DISTORTION, PERTURB_POINT = (0.005, 0.001), 0.02
 
 
 def _streams(seed: int, n: int) -> list[np.random.Generator]:
@@ -186,6 +196,34 @@ def _scene(n_cameras: int, n_points: int, rngs):
     return street, points, camera_index, point_index
 
 
+def _drifted(street: Street, points: np.ndarray, first: np.ndarray, rng: np.random.Generator):
+    """The initial guess: (cameras (n, 9), points (m, 3)), given each point's first camera.
+    The cameras' poses are integrated from their true relative motions, each perturbed
+    (visual odometry); each point moves with its first camera."""
+    n = len(street.cameras)
+    step = min(1.0, np.sqrt(DRIFT_CAMERAS / n))
+    to_world = np.zeros((n, 4, 4))
+    to_world[:, :3, :3] = np.swapaxes(street.rotations, 1, 2)
+    to_world[:, :3, 3] = -np.einsum("nji,nj->ni", street.rotations, street.translations)
+    to_world[:, 3, 3] = 1.0
+    motion = np.linalg.inv(to_world[:-1]) @ to_world[1:]
+    turn = Rotation.from_rotvec(step * DRIFT_ROTATION * rng.standard_normal((n - 1, 3)))
+    rotations = Rotation.from_matrix(motion[:, :3, :3]) * turn
+    shifts = motion[:, :3, 3] + step * DRIFT_TRANSLATION * rng.standard_normal((n - 1, 3))
+    drifted = _compose(rotations, shifts, to_world[0])
+    drift = drifted @ np.linalg.inv(to_world)  # world -> world, camera by camera
+    noise = Rotation.from_rotvec(PERTURB_ROTATION * rng.standard_normal((n, 3))).as_matrix()
+    rotations = noise @ np.swapaxes(drifted[:, :3, :3], 1, 2)
+    centres = drifted[:, :3, 3] + PERTURB_TRANSLATION * rng.standard_normal((n, 3))
+    cameras = street.cameras.copy()
+    cameras[:, :3] = Rotation.from_matrix(rotations).as_rotvec()
+    cameras[:, 3:6] = -np.einsum("nij,nj->ni", rotations, centres)
+    cameras[:, 6] *= 1.0 + PERTURB_FOCAL * rng.standard_normal(n)
+    cameras[:, 7:9] += np.array(PERTURB_DISTORTION) * rng.standard_normal((n, 2))
+    moved = np.einsum("nij,nj->ni", drift[first, :3, :3], points) + drift[first, :3, 3]
+    return cameras, moved + PERTURB_POINT * rng.standard_normal(points.shape)
+
+
 def bal_problem(
     cameras: int,
     points: int,
@@ -197,9 +235,9 @@ def bal_problem(
 ) -> BalProblem:
     """A synthetic BAL problem of `cameras` cameras and `points` points (the observations
     follow from visibility: 3-20 a point, ~10 on average). `noise`: the pixel noise's
-    standard deviation; `outliers`: the fraction of observations replaced by a uniform
-    pixel of the image; `perturb`: whether the problem's cameras and points are the
-    truth perturbed (the initial guess) or the truth itself."""
+    standard deviation; `outliers`: the fraction of observations moved 10-40 px in a random
+    direction; `perturb`: whether the problem's cameras and points are the truth drifted
+    and perturbed (the initial guess) or the truth itself."""
     if cameras < VIEWS[0]:
         raise ValueError(f"bal_problem: cameras must be >= {VIEWS[0]}, got {cameras}")
     if points < 1:
@@ -216,17 +254,14 @@ def bal_problem(
     k = len(observations)
     observations += noise * rngs[3].standard_normal((k, 2))
     wrong = rngs[4].random(k) < outliers
-    half_size = street.cameras[camera_index[wrong], 6:7] * np.array(TAN_HALF_FOV)
-    observations[wrong] = half_size * rngs[4].uniform(-1.0, 1.0, (int(wrong.sum()), 2))
-    initial_cameras, initial_points = street.cameras.copy(), truth_points.copy()
+    angle = rngs[4].uniform(0.0, 2 * np.pi, int(wrong.sum()))
+    radius = rngs[4].uniform(*OUTLIER_PIXELS, len(angle))
+    observations[wrong] += radius[:, None] * np.stack([np.cos(angle), np.sin(angle)], -1)
+    initial_cameras, initial_points = street.cameras, truth_points
     if perturb:
-        rng = rngs[5]
-        turn = Rotation.from_rotvec(PERTURB_ROTATION * rng.standard_normal((cameras, 3)))
-        initial_cameras[:, :3] = (turn * Rotation.from_matrix(street.rotations)).as_rotvec()
-        initial_cameras[:, 3:6] += PERTURB_TRANSLATION * rng.standard_normal((cameras, 3))
-        initial_cameras[:, 6] *= 1.0 + PERTURB_FOCAL * rng.standard_normal(cameras)
-        initial_cameras[:, 7:9] += np.array(PERTURB_DISTORTION) * rng.standard_normal((cameras, 2))
-        initial_points += PERTURB_POINT * rng.standard_normal(truth_points.shape)
+        first = np.full(points, cameras)
+        np.minimum.at(first, point_index, camera_index)
+        initial_cameras, initial_points = _drifted(street, truth_points, first, rngs[5])
     return BalProblem(
         camera_index, point_index, observations, initial_cameras, initial_points,
         f"<synthetic BAL: {cameras} cameras, {points} points, seed {seed}>",
