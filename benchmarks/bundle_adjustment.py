@@ -392,9 +392,10 @@ def main(argv=None) -> dict:
                 print(
                     f"{method}: cost {row['cost']:.4f}, {row['iterations']} iterations, "
                     f"{row['seconds median']:.3f} s (min {row['seconds min']:.3f}; first run "
-                    f"{row['first run seconds']:.2f} s), "
-                    f"{row.get('ratio to fastest peer', float('nan')):.2f}x the fastest peer"
-                )
+                    f"{row['first run seconds']:.2f} s)"
+                    + (f", {row['ratio to fastest peer']:.2f}x the fastest peer"
+                       if "ratio to fastest peer" in row else "")
+                )  # fmt: skip
         results["problems"].append(
             {
                 "problem": name,
@@ -406,11 +407,15 @@ def main(argv=None) -> dict:
         )
     results["machine"] = machine(args.device)
     results["machine"]["load average before, after"] = [load, os.getloadavg()]
-    commit = PEERS / "jaxls" / "COMMIT"
-    if "jaxls" in results["machine"]["versions"] and commit.exists():
-        results["machine"]["versions"]["jaxls"] = commit.read_text().strip()[:12]
+    if "jaxls" in sys.modules:  # the fetched commit, kept beside its source
+        package = Path(sys.modules["jaxls"].__file__).parent
+        for commit in (package.parent / "COMMIT", package.parent.parent / "COMMIT"):
+            if commit.exists():
+                results["machine"]["versions"]["jaxls"] = commit.read_text().strip()[:12]
     if args.out:
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        # (numbers the device path keeps as 0-d arrays, written as numbers)
+        plain = json.dumps(results, indent=1, default=lambda v: np.asarray(v).tolist())
+        args.out.write_text(plain + "\n")
     return results
 
 

@@ -97,9 +97,13 @@ def pose_graph_runs(args) -> dict:
         "seconds min": min(r["seconds"] for r in timed),
         "first run seconds": rows[0]["seconds"],
         "first-run overhead": rows[0]["seconds"] - median,
-        "peak bytes": max((r["peak bytes"] or 0 for r in rows), default=None),
+        "peak bytes": max((r["peak bytes"] or 0 for r in timed), default=None),
     }
-    print(json.dumps(summary, indent=1))
+    print(
+        f"final {name} ({args.framework}): error {error:.10g} (GTSAM's best {best}), "
+        f"{summary['iterations']} iterations, {median:.4f} s, first run "
+        f"{rows[0]['seconds']:.2f} s, converged {summary['converged']}"
+    )
     return {"machine": machine(args.device), "runs": rows, "summary": summary}
 
 

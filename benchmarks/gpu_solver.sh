@@ -13,19 +13,21 @@
 #   4. a synthetic 100k-pose graph on the GPU; 5. the verdict against the targets.
 # `bash benchmarks/gpu_solver.sh --device cpu --small` runs the same steps here at tiny
 # sizes (a synthetic problem for Ladybug, smallGrid3D, 2,000 poses), as a check of the
-# script itself. `bash benchmarks/gpu_solver.sh --prepare` (here) fills .gpu/solver.
+# script itself. `bash benchmarks/gpu_solver.sh --prepare` (here) packs jaxls's source and
+# the data (Ladybug-49, sphere2500: ../shared does not travel) into .gpu/solver.tar.xz.
 #
 # How (../shared/hooks/gpu/README.md), from the project root, with jaxls fetched into
 # peers/jaxls (benchmarks/bundle_adjustment.py's docstring):
 #   here:   bash ../shared/hooks/gpu/pack.sh             # warp-lang: .gpu/a, .gpu/b, ...
 #           bash ../shared/hooks/gpu/pack-wheels.sh --no-deps jaxlie==1.5.0 \
 #               jax_dataclasses==1.6.3 loguru==0.7.3 termcolor==3.3.0   # .gpu/w_00
-#           bash benchmarks/gpu_solver.sh --prepare      # .gpu/solver: jaxls, the data
+#           bash benchmarks/gpu_solver.sh --prepare      # .gpu/solver.tar.xz: jaxls, data
 #   call 1: command `bash .gpu/stash.sh && bash .gpu/stash-part.sh .gpu/w_00`,
 #           carry [".gpu/a", ".gpu/stash.sh", ".gpu/w_00", ".gpu/stash-part.sh"], timeout_s 120
 #   call 2 (at once): command `source .gpu/env.sh && source .gpu/env-wheels.sh &&
 #           bash benchmarks/gpu_solver.sh`, carry [".gpu/b", ".gpu/env.sh",
-#           ".gpu/env-wheels.sh", ".gpu/solver"], timeout_s 600; then give the machine back.
+#           ".gpu/env-wheels.sh", ".gpu/solver.tar.xz"], timeout_s 600; then give the machine
+#           back. (Warp's kernel cache can travel too: benchmarks/gpu_kernel_cache.py.)
 # The machine has torch, JAX 0.11.2 (CUDA), NumPy and SciPy; no network, no GTSAM (its
 # best errors come from benchmarks/results_pose_graph.json), no pypardiso.
 set -uo pipefail
@@ -36,14 +38,14 @@ while (( $# )); do
         --device) device=$2; shift 2 ;;
         --small) small=1; shift ;;
         --prepare)
-            solver=.gpu/solver
             [ -d peers/jaxls/src/jaxls ] || { echo "no peers/jaxls: fetch jaxls first" >&2; exit 1; }
             exclude=$(git rev-parse --git-path info/exclude)
             grep -qx '/.gpu/' "$exclude" 2>/dev/null || echo '/.gpu/' >> "$exclude"
-            rm -rf "$solver" && mkdir -p "$solver/jaxls"
-            cp -r peers/jaxls/src/jaxls "$solver/jaxls/" && cp peers/jaxls/COMMIT "$solver/jaxls/"
-            cp ../shared/data/bal/problem-49-7776-pre.txt ../shared/data/pose_graphs/sphere2500.g2o "$solver/"
-            du -sh "$solver"; exit 0 ;;
+            staging=$(mktemp -d) && mkdir -p "$staging/jaxls" .gpu
+            cp -r peers/jaxls/src/jaxls peers/jaxls/COMMIT "$staging/jaxls/"
+            cp ../shared/data/bal/problem-49-7776-pre.txt ../shared/data/pose_graphs/sphere2500.g2o "$staging/"
+            tar -C "$staging" -cf - . | xz -9 > .gpu/solver.tar.xz && rm -rf "$staging"
+            ls -la .gpu/solver.tar.xz; exit 0 ;;
         *) echo "usage: gpu_solver.sh [--device cpu|cuda] [--small] | --prepare" >&2; exit 2 ;;
     esac
 done
@@ -54,8 +56,12 @@ summary="$OUT/summary.txt"
 : > "$summary"
 started=$SECONDS
 budget=${GPU_SOLVER_BUDGET_S:-540}
-data=${GPU_SOLVER_DATA:-.gpu/solver}
-export PYTHONPATH="$PWD/$data/jaxls${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+data=${GPU_SOLVER_DATA:-/tmp/xgpu/solver}
+if [ -f .gpu/solver.tar.xz ] && [ ! -d "$data" ]; then
+    mkdir -p "$data" && xz -d < .gpu/solver.tar.xz | tar -x -C "$data"
+fi
+export PYTHONPATH="$data/jaxls${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+[ -d peers/site ] && PYTHONPATH="$PYTHONPATH:$PWD/peers/site"  # here: jaxls's dependencies
 cache=/tmp/xgpu/bal
 if (( small )); then
     ladybug=10x300 large=20x1000 sphere=data/pose_graphs/smallGrid3D.g2o poses=2000 repeats=1
@@ -77,7 +83,7 @@ step() {  # step NAME LIMIT_S COMMAND...: within the budget left, output to $wor
     local begun=$SECONDS
     timeout "$limit" "$@" > "$work/$name.log" 2>&1
     local rc=$?
-    echo "$name: rc=$rc in $((SECONDS - begun)) s (limit $limit); $(grep -E '^(xform|jaxls|final|  first)|rror' "$work/$name.log" | tail -1)" | tee -a "$summary"
+    echo "$name: rc=$rc in $((SECONDS - begun)) s (limit $limit); $(grep -E '^(xform|jaxls|final)|rror:' "$work/$name.log" | tail -1)" | tee -a "$summary"
     tar -czf "$OUT/results.tgz" -C "$work" --exclude cache .
 }
 
@@ -105,7 +111,7 @@ for who in torch jaxls jax; do
     step "large_$who" 100 "${ba[@]}" --problems "$large" "${chosen[@]}" --repeats 1 \
         --out "$work/bal_large_$who.json"
 done
-step poses_100k 90 "${pg[@]}" "synthetic:$poses" --framework torch --init chordal --repeats 1 \
+step poses_100k 90 "${pg[@]}" "synthetic:$poses" --framework torch --init chordal --repeats 0 \
     --out "$work/pose_graph_synthetic_torch.json"
 step sphere_jax 60 "${pg[@]}" "$sphere" --framework jax --repeats "$repeats" \
     --out "$work/pose_graph_sphere_jax.json"
