@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The solver's device check, in one call on a lent GPU (H100/H200), about 8 minutes at most:
-# each step has its own time limit inside one budget (GPU_SOLVER_BUDGET_S, 540 s), runs in
+# The solver's device check, in one call on a lent GPU (H100/H200), 8 minutes at most:
+# each step has its own time limit inside one budget (GPU_SOLVER_BUDGET_S, 480 s), runs in
 # its own process (so that each peak memory is its own) and packs its log and results into
 # $OUT/results.tgz as it goes (four files come back: at most eight may); a step cut short
 # leaves the steps before it. Read $OUT/summary.txt, then $OUT/verdict.txt.
@@ -18,7 +18,8 @@
 #
 # How (../shared/hooks/gpu/README.md), from the project root, with jaxls fetched into
 # peers/jaxls (benchmarks/bundle_adjustment.py's docstring):
-#   here:   bash ../shared/hooks/gpu/pack.sh             # warp-lang: .gpu/a, .gpu/b, ...
+#   here (in this order: pack.sh empties .gpu/ first):
+#           bash ../shared/hooks/gpu/pack.sh             # warp-lang: .gpu/a, .gpu/b, ...
 #           bash ../shared/hooks/gpu/pack-wheels.sh --no-deps jaxlie==1.5.0 \
 #               jax_dataclasses==1.6.3 loguru==0.7.3 termcolor==3.3.0   # .gpu/w_00
 #           bash benchmarks/gpu_solver.sh --prepare      # .gpu/solver.tar.xz: jaxls, data
@@ -26,8 +27,14 @@
 #           carry [".gpu/a", ".gpu/stash.sh", ".gpu/w_00", ".gpu/stash-part.sh"], timeout_s 120
 #   call 2 (at once): command `source .gpu/env.sh && source .gpu/env-wheels.sh &&
 #           bash benchmarks/gpu_solver.sh`, carry [".gpu/b", ".gpu/env.sh",
-#           ".gpu/env-wheels.sh", ".gpu/solver.tar.xz"], timeout_s 600; then give the machine
-#           back. (Warp's kernel cache can travel too: benchmarks/gpu_kernel_cache.py.)
+#           ".gpu/env-wheels.sh", ".gpu/solver.tar.xz"], timeout_s 560; then give the machine
+#           back. With the machine's start and call 1, about 10 minutes of device time.
+# Warp's kernel cache saves NVRTC's minutes on the first use of each op's module: here
+# `python -m benchmarks.gpu_kernel_cache .gpu` (cache_00, cache_01); call 1 also carries
+# ".gpu/cache_00" and runs `cp .gpu/cache_00 /tmp/xgpu/`; call 2 also carries
+# ".gpu/cache_01" and begins `mkdir -p /tmp/warpcache && cat /tmp/xgpu/cache_00
+# .gpu/cache_01 | xz -d | tar -x -C /tmp/warpcache && export WARP_CACHE_PATH=/tmp/warpcache
+# && ...` (the solver's own new kernels, if any, still compile there).
 # The machine has torch, JAX 0.11.2 (CUDA), NumPy and SciPy; no network, no GTSAM (its
 # best errors come from benchmarks/results_pose_graph.json), no pypardiso.
 set -uo pipefail
@@ -55,7 +62,7 @@ rm -rf "$work" && mkdir -p "$OUT" "$work"
 summary="$OUT/summary.txt"
 : > "$summary"
 started=$SECONDS
-budget=${GPU_SOLVER_BUDGET_S:-540}
+budget=${GPU_SOLVER_BUDGET_S:-480}
 data=${GPU_SOLVER_DATA:-/tmp/xgpu/solver}
 if [ -f .gpu/solver.tar.xz ] && [ ! -d "$data" ]; then
     mkdir -p "$data" && xz -d < .gpu/solver.tar.xz | tar -x -C "$data"
