@@ -15,8 +15,9 @@ For every graph (default: all of `../shared/data/pose_graphs`), from the chordal
 - for the 3D graphs, SE-Sync's objective at xform's solution against its certified f*.
 
 Each timing is the median of `--repeats` runs after one untimed warm-up run (which loads
-Warp's kernels and compiles JAX's functions; that first run's time is reported too), the
-frameworks and GTSAM interleaved. Thread pools are limited to one thread for all (GTSAM's
+Warp's kernels and compiles JAX's functions; that first run's time is reported too, and
+its overhead over the median, the compilation and loading, apart), the frameworks and
+GTSAM interleaved. Thread pools are limited to one thread for all (GTSAM's
 wheel is single-threaded; the per-edge arrays are too small for PyTorch's pool to help).
 """
 
@@ -326,6 +327,7 @@ def benchmark(names: list[str], repeats: int) -> list[dict]:
                     "seconds": median_of(runs[fw], "seconds"),
                     "seconds min": min(r["seconds"] for r in runs[fw]),
                     "first run seconds": first[fw]["seconds"],
+                    "first-run overhead": first[fw]["seconds"] - median_of(runs[fw], "seconds"),
                     # each round's run over GTSAM's of the same round: the machine's speed
                     # drifts by tens of percent over a benchmark, alike for neighbours
                     "gtsam ratio per round": [
@@ -374,7 +376,8 @@ def report_row(row: dict) -> None:
             f"{r['seconds'] / g['seconds']:.2f}x GTSAM, per round "
             f"{statistics.median(r['gtsam ratio per round']):.2f}x "
             f"({min(r['gtsam ratio per round']):.2f}-{max(r['gtsam ratio per round']):.2f}); "
-            f"first run {r['first run seconds']:.3f} s); per linearisation: residuals + "
+            f"first run {r['first run seconds']:.3f} s, compilation and loading "
+            f"{r['first-run overhead']:.3f} s); per linearisation: residuals + "
             f"Jacobians {1e3 * split['residuals']:.2f} ms, assembly "
             f"{1e3 * split['assembly']:.2f} ms, solve {1e3 * split['solve']:.2f} ms, other "
             f"{1e3 * split['other']:.2f} ms"

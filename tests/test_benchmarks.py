@@ -143,3 +143,27 @@ def test_jax_calls_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):
     assert all(r["native ratio"] > 0 and r["callback ratio"] > 0 for r in rows)
     saved = json.loads((tmp_path / "jax_calls.json").read_text())
     assert saved["native path available"] and saved["loop"]
+
+
+def test_the_solver_device_checks_python_parts_run_on_the_cpu(tmp_path, monkeypatch):
+    """benchmarks/gpu_solver.sh's steps at tiny sizes on the CPU (the lent GPU is not CI's):
+    a synthetic bundle adjustment through xform, a pose graph against GTSAM's recorded
+    best, and the verdict that reads them."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    pytest.importorskip("torch")
+    from benchmarks import bundle_adjustment, gpu_solver
+
+    out = tmp_path / "ladybug_xform.json"
+    common = ["--device", "cpu", "--frameworks", "torch", "--peers", "--repeats", "1"]
+    bundle_adjustment.main(["--problems", "5x60", "--iterations", "3", *common, "--out", str(out)])
+    (problem,) = json.loads(out.read_text())["problems"]
+    row = problem["summary"]["xform torch"]
+    assert problem["cameras"] == 5 and row["iterations"] == 3 and row["cost"] > 0
+    assert row["first run seconds"] > 0 and row["peak bytes"] is not None
+    graph = Path(__file__).resolve().parents[1] / "data" / "pose_graphs" / "tinyGrid3D.g2o"
+    args = ["pose-graph", str(graph), "--device", "cpu", "--repeats", "1"]
+    gpu_solver.main([*args, "--out", str(tmp_path / "pose_graph_tiny.json")])
+    lines = gpu_solver.verdict(tmp_path, small=True)
+    assert any(line.startswith("PASS  tinyGrid3D (torch, chordal start)") for line in lines)
+    assert any("Ladybug-49, xform torch: cost" in line for line in lines)
+    assert any(line.startswith("FAIL  the large synthetic problem: no results") for line in lines)
