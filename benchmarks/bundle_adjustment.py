@@ -7,7 +7,7 @@ problems (`benchmarks/synthetic.py`), on the CPU or a CUDA device.
         [--peers gtsam jaxls] [--jaxls-solvers dense_cholesky] [--iterations 30]
         [--converge REL] [--repeats 2] [--seed 0] [--cache DIR] [--out FILE.json]
 
-A problem is `ladybug` (`../shared/data/bal/problem-49-7776-pre.txt`), a BAL file, or
+A problem is `ladybug` (`data/bal/problem-49-7776-pre.txt`), a BAL file, or
 `CAMERASxPOINTS`, the synthetic street of that size (`--seed`; `--cache DIR` keeps it as
 `.npz` for the next process, as the GPU script's one process a method does).
 - xform: `interop_examples/bundle_adjustment.py`'s problem (SE3 poses, intrinsics and
@@ -63,7 +63,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-LADYBUG = REPO.parent / "shared" / "data" / "bal" / "problem-49-7776-pre.txt"
+LADYBUG = REPO / "data" / "bal" / "problem-49-7776-pre.txt"
 PEERS = REPO / "peers"
 sys.path.insert(0, str(REPO / "interop_examples"))
 sys.path += [str(PEERS / "jaxls" / "src"), str(PEERS / "site")]
