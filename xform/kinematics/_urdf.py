@@ -257,7 +257,11 @@ def _topological_order(links: list[str], joints: dict[str, _Joint]) -> list[str]
 
 def parse(path_or_xml) -> Model:
     """The kinematic model of a URDF (a path or its XML text)."""
-    robot = read_root(path_or_xml)
+    return parse_robot(read_root(path_or_xml))
+
+
+def parse_robot(robot: ET.Element) -> Model:
+    """The kinematic model of a URDF's `<robot>` element."""
     links = [_named(element, "link") for element in robot.findall("link")]
     if not links:
         raise _error("the URDF has no <link>")

@@ -1,0 +1,517 @@
+"""Rigid-body dynamics of a kinematic tree: inverse dynamics, the mass matrix, forward
+dynamics, bias forces, gravity torques and the explicit partials, fixed and floating base,
+against Pinocchio (a small tree with every joint kind, mimic joints, fixed-joint links
+merged, a link without inertia and external forces; the real robots are in
+test_dynamics_robots.py); the closed-form derivatives against central differences, torch
+(gradcheck, forward AD, torch.func, torch.compile) and JAX (check_grads, jit, vmap, jvp),
+second order in both; float32; 0-d, broadcast and empty batches; bad input."""
+
+import numpy as np
+import pytest
+from dynamics_reference import PinocchioReference, quaternion_matrix, random_state, relative
+from helpers import STEP, check_grads
+
+import xform
+from xform.kinematics import Chain
+
+# Every joint kind, a continuous joint, mimics (multiplier and offset, a mimic of a mimic),
+# a fixed joint's link with an inertia (merged into its parent), a moving link without
+# <inertial> that carries mass, inertial frames with rpy, and links out of order.
+TREE = """<?xml version="1.0"?>
+<robot name="dynamic_tree">
+  <link name="finger_b">
+    <inertial><origin xyz="0 0.01 0.02"/><mass value="0.1"/>
+      <inertia ixx="2e-4" ixy="0" ixz="0" iyy="1e-4" iyz="0" izz="2e-4"/></inertial>
+  </link>
+  <link name="base">
+    <inertial><origin xyz="0.02 -0.01 0.05" rpy="0.1 0.2 0.3"/><mass value="3.0"/>
+      <inertia ixx="0.05" ixy="0.001" ixz="-0.002" iyy="0.04" iyz="0.003" izz="0.03"/></inertial>
+  </link>
+  <link name="upper">
+    <inertial><origin xyz="0.2 0.01 -0.02" rpy="-0.4 0.1 0.7"/><mass value="1.5"/>
+      <inertia ixx="0.002" ixy="0.0001" ixz="0.0002" iyy="0.02" iyz="-0.0003" izz="0.021"/></inertial>
+  </link>
+  <link name="mount"/>
+  <link name="wrist">
+    <inertial><origin xyz="0.01 0.02 0.05"/><mass value="0.8"/>
+      <inertia ixx="0.003" ixy="0" ixz="0.0001" iyy="0.002" iyz="0" izz="0.0025"/></inertial>
+  </link>
+  <link name="camera">
+    <inertial><origin xyz="0.03 0 0.01" rpy="0 0.5 0"/><mass value="0.2"/>
+      <inertia ixx="1e-4" ixy="0" ixz="0" iyy="2e-4" iyz="0" izz="2.5e-4"/></inertial>
+  </link>
+  <link name="finger_a">
+    <inertial><origin xyz="0 0.01 0.02"/><mass value="0.1"/>
+      <inertia ixx="2e-4" ixy="0" ixz="0" iyy="1e-4" iyz="0" izz="2e-4"/></inertial>
+  </link>
+  <link name="tip">
+    <inertial><origin xyz="0.01 0 0.03"/><mass value="0.05"/>
+      <inertia ixx="1e-5" ixy="0" ixz="0" iyy="1e-5" iyz="0" izz="1e-5"/></inertial>
+  </link>
+  <link name="side">
+    <inertial><origin xyz="0 0.1 0"/><mass value="0.5"/>
+      <inertia ixx="0.001" ixy="0" ixz="0" iyy="0.001" iyz="0" izz="0.001"/></inertial>
+  </link>
+  <link name="slider">
+    <inertial><origin xyz="0.05 0 0"/><mass value="0.7"/>
+      <inertia ixx="0.001" ixy="0" ixz="0" iyy="0.002" iyz="0" izz="0.002"/></inertial>
+  </link>
+  <joint name="shoulder" type="revolute">
+    <parent link="base"/><child link="upper"/>
+    <origin xyz="0 0 0.3" rpy="0.1 -0.2 0.3"/><axis xyz="0 0 1"/>
+    <limit lower="-3" upper="3" effort="10" velocity="1"/>
+  </joint>
+  <joint name="elbow" type="continuous">
+    <parent link="upper"/><child link="mount"/>
+    <origin xyz="0.4 0.05 0" rpy="1.2 0.3 -0.7"/><axis xyz="1 2 -0.5"/>
+  </joint>
+  <joint name="twist" type="revolute">
+    <parent link="mount"/><child link="wrist"/>
+    <origin xyz="0 0 0.05" rpy="0 0.3 0"/><axis xyz="0 0 1"/>
+    <limit lower="-3" upper="3" effort="10" velocity="1"/>
+  </joint>
+  <joint name="camera_mount" type="fixed">
+    <parent link="wrist"/><child link="camera"/>
+    <origin xyz="0.05 0 0.02" rpy="0.3 0 0.2"/>
+  </joint>
+  <joint name="finger_a_joint" type="prismatic">
+    <parent link="wrist"/><child link="finger_a"/>
+    <origin xyz="0 0.02 0.1"/><axis xyz="0 1 0"/>
+    <limit lower="-3" upper="3" effort="10" velocity="1"/>
+  </joint>
+  <joint name="finger_b_joint" type="prismatic">
+    <parent link="wrist"/><child link="finger_b"/>
+    <origin xyz="0 -0.02 0.1" rpy="0 0 3.14159"/><axis xyz="0 1 0"/>
+    <mimic joint="finger_a_joint" multiplier="-2.0" offset="0.01"/>
+    <limit lower="-3" upper="3" effort="10" velocity="1"/>
+  </joint>
+  <joint name="tip_joint" type="revolute">
+    <parent link="finger_b"/><child link="tip"/>
+    <origin xyz="0 0 0.05" rpy="0.5 0 0"/><axis xyz="1 0 0"/>
+    <mimic joint="finger_b_joint" multiplier="3.0" offset="-0.2"/>
+    <limit lower="-3" upper="3" effort="10" velocity="1"/>
+  </joint>
+  <joint name="side_joint" type="fixed">
+    <parent link="base"/><child link="side"/>
+    <origin xyz="0.1 0.2 0.3" rpy="0.3 0.2 0.1"/>
+  </joint>
+  <joint name="slide" type="prismatic">
+    <parent link="side"/><child link="slider"/>
+    <origin xyz="0 0 0.1" rpy="0 1.0 0"/><axis xyz="0.6 0 0.8"/>
+    <limit lower="-3" upper="3" effort="10" velocity="1"/>
+  </joint>
+</robot>
+"""
+FUNCTIONS = ("inverse_dynamics", "mass_matrix", "forward_dynamics")
+BASES = [pytest.param(False, id="fixed"), pytest.param(True, id="floating")]
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["fixed", "floating"])
+def tree(request):
+    return Chain.from_urdf(TREE, floating_base=request.param, gravity=(0.3, -0.2, -9.81))
+
+
+def inputs(chain, rng, batch=(3,)):
+    q, v, a = random_state(chain, rng, batch)
+    forces = rng.normal(size=(*batch, chain.n_links, 6))
+    return q, v, a, forces
+
+
+def test_model(tree):
+    assert tree.joint_names == ("shoulder", "elbow", "twist", "finger_a_joint", "slide")
+    assert tree.nv == tree.dof + 6 * tree.floating_base
+    assert tree.nq == tree.dof + 7 * tree.floating_base
+    assert tree.gravity == (0.3, -0.2, -9.81)
+    # camera (fixed) merges into wrist, side (fixed) into the root
+    assert tree.dynamics.body_links == (
+        "base", "upper", "mount", "wrist", "finger_a", "finger_b", "tip", "slider"
+    )  # fmt: skip
+    assert Chain.from_urdf(TREE).gravity == (0.0, 0.0, -9.81)
+
+
+def test_values_match_pinocchio(tree, rng):
+    """Every function at random states (external forces included), against Pinocchio's
+    model of the same URDF mapped through the mimic joints; and FD(ID(a)) = a."""
+    reference = PinocchioReference(tree, TREE)
+    q, v, a, forces = inputs(tree, rng)
+    tau = tree.inverse_dynamics(q, v, a, forces)
+    plain = tree.inverse_dynamics(q, v, a)
+    masses = tree.mass_matrix(q)
+    accelerations = tree.forward_dynamics(q, v, tau, forces)
+    bias = tree.bias_forces(q, v)
+    gravity = tree.gravity_torques(q)
+    for b in range(len(q)):
+        assert relative(tau[b], reference.inverse_dynamics(q[b], v[b], a[b], forces[b])) < 1e-12
+        assert relative(plain[b], reference.inverse_dynamics(q[b], v[b], a[b])) < 1e-12
+        assert relative(masses[b], reference.mass_matrix(q[b])) < 1e-12
+        zero = np.zeros(tree.nv)
+        assert relative(bias[b], reference.inverse_dynamics(q[b], v[b], zero)) < 1e-12
+        assert relative(gravity[b], reference.inverse_dynamics(q[b], zero, zero)) < 1e-12
+    np.testing.assert_allclose(accelerations, a, atol=1e-9)
+    np.testing.assert_allclose(masses, np.swapaxes(masses, -1, -2), atol=0)
+
+
+def test_partials_match_pinocchio(tree, rng):
+    reference = PinocchioReference(tree, TREE)
+    q, v, a, _ = inputs(tree, rng, (2,))
+    tau = tree.inverse_dynamics(q, v, a)
+    got_id = tree.inverse_dynamics_derivatives(q, v, a)
+    got_fd = tree.forward_dynamics_derivatives(q, v, tau)
+    for b in range(len(q)):
+        want_id = reference.inverse_dynamics_derivatives(q[b], v[b], a[b])
+        want_fd = reference.forward_dynamics_derivatives(q[b], v[b], tau[b])
+        for got, want in zip(got_id, want_id):
+            assert relative(got[b], want) < 1e-10
+        for got, want in zip(got_fd, want_fd):
+            assert relative(got[b], want) < 1e-9
+
+
+def call(chain, name, args):
+    """The public call of `name` on (q, v, third, forces)."""
+    q, v, third, forces = args
+    if name == "mass_matrix":
+        return chain.mass_matrix(q)
+    return getattr(chain, name)(q, v, third, forces)
+
+
+def arguments(chain, name, args):
+    q, v, third, forces = args
+    return chain.dynamics_arguments(name, q, v, third, forces)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_vjp_and_jvp_match_central_differences(tree, name, rng):
+    """The closed forms through xform.vjp / xform.jvp against central differences of the
+    values, float64, in every differentiable operand (a floating base's quaternion
+    included, off the unit sphere: q/|q| is what it rotates by)."""
+    q, v, third, forces = inputs(tree, rng, (2,))
+    if tree.floating_base:
+        q[..., 3:7] *= 1.3
+    if name == "forward_dynamics":
+        third = tree.inverse_dynamics(q, v, third)
+    op = tree.dynamics_op(name)
+    args = arguments(tree, name, (q, v, third, forces))
+    n = len(args) - (1 if name == "mass_matrix" else 2)
+    result = op(*args)
+    cotangent = rng.normal(size=result.shape)
+    gradients = xform.vjp(op, args, cotangent)
+    directions = [rng.normal(size=np.shape(x)) for x in args[:n]]
+    tangent = xform.jvp(op, args, [*directions, *([None] * (len(args) - n))])
+
+    def value(shifted):
+        return op(*shifted, *args[n:])
+
+    along = np.zeros_like(result)
+    for k in range(n):
+        expected = np.zeros_like(args[k])
+        for index in np.ndindex(np.shape(args[k])):
+            plus = [np.array(x) for x in args[:n]]
+            minus = [np.array(x) for x in args[:n]]
+            plus[k][index] += STEP
+            minus[k][index] -= STEP
+            expected[index] = (cotangent * (value(plus) - value(minus))).sum() / (2 * STEP)
+        scale = max(1.0, np.abs(expected).max())
+        np.testing.assert_allclose(gradients[k], expected, atol=1e-6 * scale)
+    plus = [x + STEP * d for x, d in zip(args[:n], directions)]
+    minus = [x - STEP * d for x, d in zip(args[:n], directions)]
+    along = (value(plus) - value(minus)) / (2 * STEP)
+    np.testing.assert_allclose(tangent, along, atol=1e-6 * max(1.0, np.abs(along).max()))
+
+
+@pytest.mark.parametrize("name", ["inverse_dynamics_derivatives", "forward_dynamics_derivatives"])
+def test_partials_are_the_derivatives(tree, name, rng):
+    """dtau/dq (tangent space: a floating base's right perturbation), dtau/dv and M (and
+    FD's) against central differences of the values."""
+    q, v, a = random_state(tree, rng)
+    forward = name.startswith("forward")
+    third = tree.inverse_dynamics(q, v, a) if forward else a
+    function = tree.forward_dynamics if forward else tree.inverse_dynamics
+    by_q, by_v, last = getattr(tree, name)(q, v, third)
+    for c in range(tree.nv):
+        step = np.zeros(tree.nv)
+        step[c] = STEP
+        plus, minus = retract(tree, q, step), retract(tree, q, -step)
+        column = (function(plus, v, third) - function(minus, v, third)) / (2 * STEP)
+        np.testing.assert_allclose(by_q[:, c], column, atol=1e-6 * max(1, np.abs(column).max()))
+        column = (function(q, v + step, third) - function(q, v - step, third)) / (2 * STEP)
+        np.testing.assert_allclose(by_v[:, c], column, atol=1e-6 * max(1, np.abs(column).max()))
+        column = (function(q, v, third + step) - function(q, v, third - step)) / (2 * STEP)
+        np.testing.assert_allclose(last[:, c], column, atol=1e-6 * max(1, np.abs(column).max()))
+
+
+def retract(chain, q, delta):
+    """q moved by the tangent delta: the root by T exp(delta[:6]) (first order suffices
+    for central differences: translation R rho, rotation q (1, omega/2) normalised)."""
+    q = np.array(q, dtype=np.float64)
+    if not chain.floating_base:
+        return q + delta
+    rotation = quaternion_matrix(q[3:7] / np.linalg.norm(q[3:7]))
+    q[:3] += rotation @ delta[:3]
+    angle = np.linalg.norm(delta[3:6])
+    axis = delta[3:6] / angle if angle else delta[3:6]
+    turn = np.array([np.cos(angle / 2), *(np.sin(angle / 2) * axis)])
+    w1, x1, y1, z1 = q[3:7]
+    w2, x2, y2, z2 = turn
+    q[3:7] = [
+        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+    ]
+    q[7:] += delta[6:]
+    return q
+
+
+def test_float32_within_its_rounding(tree, rng):
+    q, v, a, forces = inputs(tree, rng)
+    for name in FUNCTIONS + ("bias_forces", "gravity_torques"):
+        args = (q, v, tree.inverse_dynamics(q, v, a) if name == "forward_dynamics" else a, forces)
+        if name == "bias_forces":
+            want, got = tree.bias_forces(q, v), tree.bias_forces(q.astype(np.float32), v.astype(np.float32))
+        elif name == "gravity_torques":
+            want, got = tree.gravity_torques(q), tree.gravity_torques(q.astype(np.float32))
+        else:
+            want = call(tree, name, args)
+            got = call(tree, name, [x.astype(np.float32) for x in args])
+        assert got.dtype == np.float32
+        bound = 1e-4 if name == "forward_dynamics" else 2e-5
+        assert relative(got, want) < bound, name
+
+
+def test_batches_0d_broadcast_empty(tree, rng):
+    q, v, a, forces = inputs(tree, rng, (2, 3))
+    tau = tree.inverse_dynamics(q, v, a, forces)
+    assert tau.shape == (2, 3, tree.nv)
+    np.testing.assert_array_equal(tree.inverse_dynamics(q[1, 2], v[1, 2], a[1, 2], forces[1, 2]), tau[1, 2])
+    assert tree.mass_matrix(q[0, 0]).shape == (tree.nv, tree.nv)
+    # one q for many v and a; one force set for every configuration
+    shared = tree.inverse_dynamics(q[0, :1], v[0], a[0], forces[0, 0])
+    for b in range(3):
+        np.testing.assert_allclose(
+            shared[b], tree.inverse_dynamics(q[0, 0], v[0, b], a[0, b], forces[0, 0]), atol=1e-13
+        )
+    empty = np.zeros((0, tree.nq))
+    assert tree.inverse_dynamics(empty, np.zeros((0, tree.nv)), np.zeros((0, tree.nv))).shape == (0, tree.nv)
+    assert tree.mass_matrix(empty).shape == (0, tree.nv, tree.nv)
+    derivatives = tree.forward_dynamics_derivatives(q[0, 0], v[0, 0], tau[0, 0])
+    assert [d.shape for d in derivatives] == [(tree.nv, tree.nv)] * 3
+    strided = np.asfortranarray(q.reshape(6, tree.nq))[::2]
+    np.testing.assert_array_equal(tree.mass_matrix(strided), tree.mass_matrix(strided.copy()))
+
+
+def test_external_forces_act_as_wrenches(rng):
+    """A force on a link is -J^T f in the torques (J the link's Jacobian in its own
+    frame); on a fixed base's root it moves nothing."""
+    chain = Chain.from_urdf(TREE)
+    q, v, a, _ = inputs(chain, rng, ())
+    forces = np.zeros((chain.n_links, 6))
+    root = chain.link_names.index("base")
+    forces[root] = rng.normal(size=6)
+    np.testing.assert_allclose(
+        chain.inverse_dynamics(q, v, a, forces), chain.inverse_dynamics(q, v, a), atol=1e-14
+    )
+    link = chain.link_names.index("camera")  # merged into wrist by a fixed joint
+    forces[link] = rng.normal(size=6)
+    poses = chain.forward_kinematics(q)
+    rotation = quaternion_matrix(poses.quaternion[link])
+    jacobian = chain.jacobian(q, "camera")  # base frame, at the link's origin
+    force_in_base = np.concatenate([rotation @ forces[link, :3], rotation @ forces[link, 3:]])
+    expected = chain.inverse_dynamics(q, v, a) - jacobian.T @ force_in_base
+    np.testing.assert_allclose(chain.inverse_dynamics(q, v, a, forces), expected, atol=1e-12)
+
+
+def test_near_singular_configurations(rng):
+    """Joints at zero (axes aligned), at pi, and a floating base upside down: still
+    Pinocchio's values, and FD inverts ID."""
+    for floating in (False, True):
+        chain = Chain.from_urdf(TREE, floating_base=floating)
+        reference = PinocchioReference(chain, TREE)
+        _, v, a = random_state(chain, rng)
+        for joints in (np.zeros(chain.dof), np.full(chain.dof, np.pi), np.full(chain.dof, 1e-9)):
+            q = np.concatenate([[0.1, -0.2, 0.3, 0.0, 1.0, 0.0, 0.0], joints]) if floating else joints
+            tau = chain.inverse_dynamics(q, v, a)
+            assert relative(tau, reference.inverse_dynamics(q, v, a)) < 1e-12
+            assert relative(chain.mass_matrix(q), reference.mass_matrix(q)) < 1e-12
+            np.testing.assert_allclose(chain.forward_dynamics(q, v, tau), a, atol=1e-9)
+
+
+# --- frameworks ------------------------------------------------------------------------------
+
+
+def test_torch_autograd_gradcheck_func_and_compile(tree, rng):
+    torch = pytest.importorskip("torch")
+    q, v, a, forces = (torch.tensor(x, requires_grad=True) for x in inputs(tree, rng, (2,)))
+    assert torch.autograd.gradcheck(
+        lambda q, v, a, f: tree.inverse_dynamics(q, v, a, f), (q, v, a, forces), check_forward_ad=True
+    )
+    assert torch.autograd.gradcheck(lambda q: tree.mass_matrix(q), (q,), check_forward_ad=True)
+    tau = tree.inverse_dynamics(q, v, a).detach().requires_grad_(True)
+    assert torch.autograd.gradcheck(
+        lambda q, v, t, f: tree.forward_dynamics(q, v, t, f), (q, v, tau, forces), check_forward_ad=True
+    )
+    # torch.func: grad of a loss, vmapped
+    def loss(q, v, a):
+        return (tree.inverse_dynamics(q, v, a) ** 2).sum() + tree.mass_matrix(q).trace()
+
+    grads = torch.func.vmap(torch.func.grad(loss))(q.detach(), v.detach(), a.detach())
+    for b in range(2):
+        want = torch.func.grad(loss)(q.detach()[b], v.detach()[b], a.detach()[b])
+        np.testing.assert_allclose(grads[b].numpy(), want.numpy(), atol=1e-10)
+    compiled = torch.compile(lambda q, v, t: tree.forward_dynamics(q, v, t), fullgraph=True)
+    np.testing.assert_allclose(
+        compiled(q.detach(), v.detach(), tau.detach()).numpy(), a.detach().numpy(), atol=1e-9
+    )
+
+
+def test_jax_jit_grad_jvp_vmap(tree, rng):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    q, v, a, forces = (jnp.asarray(x) for x in inputs(tree, rng, (2,)))
+    check_grads(lambda q, v, a, f: tree.inverse_dynamics(q, v, a, f), (q, v, a, forces))
+    check_grads(tree.mass_matrix, (q,))
+    tau = tree.inverse_dynamics(q, v, a)
+    check_grads(lambda q, v, t: tree.forward_dynamics(q, v, t), (q, v, tau))
+
+    def loss(q, v, t):
+        return (tree.forward_dynamics(q, v, t) ** 2).sum()
+
+    grads = jax.jit(jax.vmap(jax.grad(loss)))(q, v, tau)
+    for b in range(2):
+        np.testing.assert_allclose(grads[b], jax.grad(loss)(q[b], v[b], tau[b]), atol=1e-10)
+    jitted = jax.jit(tree.forward_dynamics)(q, v, tau)
+    np.testing.assert_allclose(np.asarray(jitted), np.asarray(a), atol=1e-9)
+    assert tree.gravity_torques(q.astype(jnp.float32)).dtype == jnp.float32
+
+
+def test_torch_second_derivatives(tree, rng):
+    torch = pytest.importorskip("torch")
+    q, v, a, _ = (torch.tensor(x, requires_grad=True) for x in inputs(tree, rng, (1,)))
+    assert torch.autograd.gradgradcheck(lambda q, v, a: tree.inverse_dynamics(q, v, a), (q, v, a))
+    assert torch.autograd.gradgradcheck(tree.mass_matrix, (q,))
+    tau = tree.inverse_dynamics(q, v, a).detach().requires_grad_(True)
+    assert torch.autograd.gradgradcheck(lambda q, v, t: tree.forward_dynamics(q, v, t), (q, v, tau))
+
+
+def test_jax_second_derivatives(tree, rng):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    q, v, a, _ = (jnp.asarray(x) for x in inputs(tree, rng, (1,)))
+    check_grads(lambda q, v, a: tree.inverse_dynamics(q, v, a), (q, v, a), order=2)
+    check_grads(tree.mass_matrix, (q,), order=2)
+    tau = tree.inverse_dynamics(q, v, a)
+    check_grads(lambda q, v, t: tree.forward_dynamics(q, v, t), (q, v, tau), order=2)
+
+
+def test_partials_differentiate_once_and_say_so_twice(rng):
+    """The explicit partials are differentiable once (Warp's adjoint of their sweeps);
+    a second derivative raises naming the op."""
+    torch = pytest.importorskip("torch")
+    chain = Chain.from_urdf(TREE)
+    q, v, a, _ = (torch.tensor(x, requires_grad=True) for x in inputs(chain, rng, ()))
+    assert torch.autograd.gradcheck(
+        lambda q, v, a: chain.inverse_dynamics_derivatives(q, v, a)[0], (q, v, a)
+    )
+    by_q = chain.inverse_dynamics_derivatives(q, v, a)[0]
+    (g,) = torch.autograd.grad(by_q.sum(), q, create_graph=True)
+    with pytest.raises(xform.HigherDerivativeError, match="inverse_dynamics_derivatives"):
+        torch.autograd.grad(g.sum(), q)
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+def with_inertial(xml: str, link: str, inertial: str) -> str:
+    return xml.replace(f'<link name="{link}"/>', f'<link name="{link}">{inertial}</link>')
+
+
+BAD_INERTIALS = {
+    "negative mass": ('<mass value="-1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>', "mass is -1"),
+    "non-finite mass": ('<mass value="nan"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>', "mass is 'nan'"),
+    "missing mass": ('<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>', "mass is None"),
+    "non-finite inertia": ('<mass value="1"/><inertia ixx="inf" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>', "ixx is 'inf'"),
+    "indefinite": ('<mass value="1"/><inertia ixx="1" ixy="2" ixz="0" iyy="1" iyz="0" izz="1"/>', "not positive semi-definite"),
+    "triangle": ('<mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="3"/>', "triangle inequality"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INERTIALS))
+def test_bad_inertials_raise_at_dynamics_naming_the_link(case):
+    inertial, message = BAD_INERTIALS[case]
+    xml = with_inertial(TREE, "mount", f"<inertial>{inertial}</inertial>")
+    chain = Chain.from_urdf(xml)  # kinematics does not read inertias
+    q = np.zeros(chain.dof)
+    assert chain.forward_kinematics(q).position.shape == (chain.n_links, 3)
+    for call_it in (
+        lambda: chain.inverse_dynamics(q, q, q),
+        lambda: chain.mass_matrix(q),
+        lambda: chain.forward_dynamics(q, q, q),
+        lambda: chain.gravity_torques(q),
+    ):
+        with pytest.raises(ValueError, match=f"link 'mount'.*{message}"):
+            call_it()
+
+
+def test_massless_moving_subtree_is_an_error_for_forward_dynamics_only():
+    xml = TREE
+    for link in ("slider",):
+        start = xml.index(f'<link name="{link}">')
+        xml = xml[:start] + f'<link name="{link}"/>' + xml[xml.index("</link>", start) + 7 :]
+    chain = Chain.from_urdf(xml)
+    q = np.zeros(chain.dof)
+    assert np.isfinite(chain.inverse_dynamics(q, q, q)).all()
+    assert np.isfinite(chain.mass_matrix(q)).all()
+    for function in (chain.forward_dynamics, chain.forward_dynamics_derivatives):
+        with pytest.raises(ValueError, match="link 'slider' moves.*coordinate 'slide'.*no <inertial>"):
+            function(q, q, q)
+    floating = Chain.from_urdf(
+        "<robot name='r'><link name='a'/><link name='b'/><joint name='j' type='revolute'>"
+        "<parent link='a'/><child link='b'/><axis xyz='0 0 1'/></joint></robot>",
+        floating_base=True,
+    )
+    with pytest.raises(ValueError, match="floating base 'a' carries no mass"):
+        floating.forward_dynamics(np.r_[0, 0, 0, 1, 0, 0, 0, 0.0], np.zeros(7), np.zeros(7))
+
+
+def test_bad_calls_raise_naming_the_argument(tree):
+    nq, nv = tree.nq, tree.nv
+    q, v = np.zeros(nq), np.zeros(nv)
+    with pytest.raises(ValueError, match=rf"q has shape \({nq + 1},\); expected \(\.\.\., {nq}\)"):
+        tree.inverse_dynamics(np.zeros(nq + 1), v, v)
+    with pytest.raises(ValueError, match=rf"v has shape \(2, {nv - 1}\)"):
+        tree.inverse_dynamics(q, np.zeros((2, nv - 1)), v)
+    with pytest.raises(ValueError, match=r"tau has shape \(3,\)"):
+        tree.forward_dynamics(q, v, np.zeros(3))
+    with pytest.raises(ValueError, match=r"external_forces has shape \(9, 3\)"):
+        tree.inverse_dynamics(q, v, v, np.zeros((9, 3)))
+    with pytest.raises(ValueError, match="q has shape"):
+        tree.mass_matrix(np.zeros(()))
+    with pytest.raises(TypeError, match="v is a builtins.list"):
+        tree.inverse_dynamics(q, [0.0] * nv, v)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        tree.mass_matrix(np.zeros(nq, dtype=np.int64))
+    with pytest.raises(ValueError, match="gravity is"):
+        Chain.from_urdf(TREE, gravity=(0, 0))
+    with pytest.raises(ValueError, match="gravity is"):
+        Chain.from_urdf(TREE, gravity=(0, 0, np.inf))
+    with pytest.raises(TypeError, match="floating_base"):
+        Chain.from_urdf(TREE, floating_base="yes")
+    with pytest.raises(ValueError, match="unknown call"):
+        tree.dynamics_op("aba")
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="pass every array in one framework"):
+        tree.inverse_dynamics(torch.zeros(nq, dtype=torch.float64), v, v)
+
+
+def test_malformed_tables_by_hand_stay_in_bounds(rng):
+    chain = Chain.from_urdf(TREE)
+    q, v, a, forces = inputs(chain, rng)
+    op = chain.dynamics_op("inverse_dynamics")
+    q, v, a, forces, bodies, frames = chain.dynamics_arguments("inverse_dynamics", q, v, a, forces)
+    bodies, frames = np.array(bodies), np.array(frames)
+    bodies[3, 0] = 9.0  # a parent after its child
+    bodies[4, 2] = 99.0  # a coordinate past v
+    frames[2, 0] = -5.0  # a body before the first
+    frames[5, 0] = 1e9
+    assert np.isfinite(op(q, v, a, forces, bodies, frames)).all()

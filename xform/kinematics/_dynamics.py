@@ -1,0 +1,463 @@
+"""Rigid-body dynamics of a kinematic tree as xform ops: inverse dynamics (RNEA), the mass
+matrix (CRBA), forward dynamics, and the explicit partial derivatives, one kernel launch
+per call, each thread running its configuration through `_rnea.py`'s sweeps.
+
+Operands: `q (nq,)`, `v (nv,)` (and `a` or `tau`), the external forces `(n_links, 6)`
+(zeros, broadcast, where none are given), and the constant tables `bodies` and `frames`
+(`_inertia.py`), whose leading shape is `()`. Ops are made once per (bodies, links, nq,
+nv): the sizes fix the element shapes and every loop bound.
+
+Closed forms (every derivative in q below is in the tangent space; `ambient_tangent` and
+`ambient_cotangent` map it to and from q's own coordinates, the root quaternion's
+included, which is read normalised):
+
+- inverse dynamics: tangent and VJP are `_rnea.py`'s sweeps;
+- mass matrix: column l is the RNEA of `a = e_l` without velocity or gravity, so its
+  tangent and VJP are that RNEA's, one sweep per column;
+- forward dynamics: `a = M^-1 (tau - b)`, with `M = L L^T` by Cholesky (a mimic joint
+  couples its master's branches, which an articulated-body recursion cannot take); its
+  tangent is `M^-1 (dtau - dRNEA(q, v, a)[dq, dv, df])`, its VJP `λ = M^-1 g` and then
+  `-RNEA_vjp(λ)` for q, v and the forces, `λ` for tau;
+- the partials: `dtau/dq` and `dtau/dv` column by column from the RNEA tangent, and
+  `da/dq = -M^-1 dtau/dq`, `da/dv = -M^-1 dtau/dv` at `a = FD(q, v, tau)`.
+
+The partials' own derivatives are Warp's adjoint of these functions (exact, once).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import warp as wp
+
+from .._define import define_op
+from .._op import Op, Operand
+from ..ops.quaternion import quat_conjugate, quat_multiply, vector_part
+from . import _inertia
+from ._rnea import (
+    component,
+    crba,
+    rnea,
+    rnea_state,
+    rnea_tangent,
+    rnea_tangent_at,
+    rnea_vjp,
+    root_quaternion,
+)
+
+
+@wp.func
+def ambient_tangent(q: Any, dq: Any, template: Any):
+    """A tangent of q in its own coordinates as one in the tangent space (len(template)):
+    the same on a fixed base; on a floating base the root's [R^T dp, ω] with
+    ω = 2 vec(q* dq) / |q|^2 (the rotation of the normalised quaternion), then the joints."""
+    out = type(template)()
+    base = len(q) - len(template)
+    if base == 0:
+        for j in range(len(template)):
+            out[j] = component(dq, j)
+    else:
+        turn = root_quaternion(q)
+        d_turn = root_quaternion(dq)
+        spin = (type(q[0])(2.0) / wp.dot(turn, turn)) * vector_part(
+            quat_multiply(quat_conjugate(turn), d_turn)
+        )
+        unit = turn / wp.length(turn)
+        d_position = vector_part(
+            quat_multiply(
+                quat_conjugate(unit),
+                quat_multiply(
+                    wp.vector(type(q[0])(0.0), component(dq, 0), component(dq, 1), component(dq, 2)),
+                    unit,
+                ),
+            )
+        )
+        for j in range(len(template)):
+            if j < 3:
+                out[j] = d_position[wp.min(j, 2)]
+            elif j < 6:
+                out[j] = spin[wp.clamp(j - 3, 0, 2)]
+            else:
+                out[j] = component(dq, j + 1)
+    return out
+
+
+@wp.func
+def ambient_cotangent(q: Any, g: Any):
+    """The transpose of `ambient_tangent`: a cotangent in the tangent space as one of q."""
+    out = type(q)()
+    base = len(q) - len(g)
+    if base == 0:
+        for j in range(len(q)):
+            out[j] = component(g, j)
+    else:
+        turn = root_quaternion(q)
+        unit = turn / wp.length(turn)
+        zero = type(q[0])(0.0)
+        push = quat_multiply(
+            unit,
+            quat_multiply(
+                wp.vector(zero, component(g, 0), component(g, 1), component(g, 2)),
+                quat_conjugate(unit),
+            ),
+        )
+        pull = (type(q[0])(2.0) / wp.dot(turn, turn)) * quat_multiply(
+            turn, wp.vector(zero, component(g, 3), component(g, 4), component(g, 5))
+        )
+        for j in range(len(q)):
+            if j < 3:
+                out[j] = push[wp.clamp(j + 1, 1, 3)]
+            elif j < 7:
+                out[j] = pull[wp.clamp(j - 3, 0, 3)]
+            else:
+                out[j] = component(g, j - 1)
+    return out
+
+
+# --- a dense symmetric positive definite solve ----------------------------------------------
+
+
+@wp.func
+def cholesky(m: Any):
+    """The lower factor L of m = L L^T (loops of fixed bound, see `_rnea.py`)."""
+    n = len(m)
+    lower = type(m)()
+    for j in range(n):
+        d = m[j, j]
+        for k in range(n):
+            if k < j:
+                d -= lower[j, k] * lower[j, k]
+        d = wp.sqrt(d)
+        lower[j, j] = d
+        for i in range(n):
+            if i > j:
+                t = m[i, j]
+                for k in range(n):
+                    if k < j:
+                        t -= lower[i, k] * lower[j, k]
+                lower[i, j] = t / d
+    return lower
+
+
+@wp.func
+def cholesky_solve(lower: Any, b: Any):
+    """x with L L^T x = b."""
+    n = len(b)
+    y = type(b)()
+    for i in range(n):
+        t = b[i]
+        for k in range(n):
+            if k < i:
+                t -= lower[i, k] * y[k]
+        y[i] = t / lower[i, i]
+    x = type(b)()
+    for r in range(n):
+        i = n - 1 - r
+        t = y[i]
+        for k in range(n):
+            if k > i:
+                t -= lower[k, i] * x[k]
+        x[i] = t / lower[i, i]
+    return x
+
+
+@wp.func
+def cholesky_inverse(lower: Any):
+    """(L L^T)^-1, column by column."""
+    n = len(lower)
+    inverse = type(lower)()
+    one = type(lower[0, 0])(1.0)
+    for c in range(n):
+        unit = wp.vector(length=len(lower), dtype=type(lower[0, 0]))
+        unit[c] = one
+        column = cholesky_solve(lower, unit)
+        for r in range(n):
+            inverse[r, c] = column[r]
+    return inverse
+
+
+# --- the element functions -------------------------------------------------------------------
+
+
+@wp.func
+def no_forces(q: Any):
+    """A single zero external force on the root, for sweeps that take none."""
+    return wp.matrix(shape=(1, 6), dtype=type(q[0])), wp.matrix(shape=(1, 8), dtype=type(q[0]))
+
+
+@wp.func
+def inverse_dynamics(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any):
+    return rnea(q, v, a, forces, bodies, frames, type(q[0])(1.0))
+
+
+@wp.func
+def inverse_dynamics_tangent(
+    q: Any,
+    v: Any,
+    a: Any,
+    forces: Any,
+    bodies: Any,
+    frames: Any,
+    dq: Any,
+    dv: Any,
+    da: Any,
+    dforces: Any,
+    d_bodies: Any,
+    d_frames: Any,
+):
+    one = type(q[0])(1.0)
+    tangent = ambient_tangent(q, dq, v)
+    return rnea_tangent(q, v, a, forces, bodies, frames, one, tangent, dv, da, dforces)
+
+
+@wp.func
+def inverse_dynamics_vjp(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, g: Any):
+    g_q, g_v, g_a, g_forces = rnea_vjp(q, v, a, forces, bodies, frames, type(q[0])(1.0), g)
+    return ambient_cotangent(q, g_q), g_v, g_a, g_forces, type(bodies)(), type(frames)()
+
+
+@wp.func
+def forward_solution(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any):
+    """a = M^-1 (tau - b) and the Cholesky factor of M."""
+    bias = rnea(q, v, type(v)(), forces, bodies, frames, type(q[0])(1.0))
+    lower = cholesky(crba(q, v, bodies))
+    return cholesky_solve(lower, tau - bias), lower
+
+
+@wp.func
+def forward_dynamics(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any):
+    a, lower = forward_solution(q, v, tau, forces, bodies, frames)
+    return a
+
+
+@wp.func
+def forward_dynamics_tangent(
+    q: Any,
+    v: Any,
+    tau: Any,
+    forces: Any,
+    bodies: Any,
+    frames: Any,
+    dq: Any,
+    dv: Any,
+    dtau: Any,
+    dforces: Any,
+    d_bodies: Any,
+    d_frames: Any,
+):
+    a, lower = forward_solution(q, v, tau, forces, bodies, frames)
+    one = type(q[0])(1.0)
+    tangent = ambient_tangent(q, dq, v)
+    moved = rnea_tangent(q, v, a, forces, bodies, frames, one, tangent, dv, type(v)(), dforces)
+    return cholesky_solve(lower, dtau - moved)
+
+
+@wp.func
+def forward_dynamics_vjp(
+    q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any, g: Any
+):
+    a, lower = forward_solution(q, v, tau, forces, bodies, frames)
+    pull = cholesky_solve(lower, g)
+    g_q, g_v, g_a, g_forces = rnea_vjp(q, v, a, forces, bodies, frames, type(q[0])(1.0), pull)
+    return -ambient_cotangent(q, g_q), -g_v, pull, -g_forces, type(bodies)(), type(frames)()
+
+
+@wp.func
+def rnea_jacobians(q: Any, v: Any, a: Any, bodies: Any):
+    """dtau/dq (in the tangent space) and dtau/dv, column by column."""
+    forces, frames = no_forces(q)
+    one = type(q[0])(1.0)
+    zero = type(v)()
+    positions, quaternions, motions, inertias, velocities, accelerations, subtree, g = (
+        rnea_state(q, v, a, forces, bodies, frames, one)
+    )
+    by_q = wp.matrix(shape=(len(v), len(v)), dtype=type(q[0]))
+    by_v = wp.matrix(shape=(len(v), len(v)), dtype=type(q[0]))
+    for c in range(len(v)):
+        unit = type(v)()
+        unit[c] = one
+        column_q = rnea_tangent_at(
+            q, v, a, forces, bodies, frames, positions, quaternions, motions, inertias,
+            velocities, accelerations, subtree, g, unit, zero, zero, forces, 1,
+        )  # fmt: skip
+        column_v = rnea_tangent_at(
+            q, v, a, forces, bodies, frames, positions, quaternions, motions, inertias,
+            velocities, accelerations, subtree, g, zero, unit, zero, forces, 1,
+        )  # fmt: skip
+        for r in range(len(v)):
+            by_q[r, c] = column_q[r]
+            by_v[r, c] = column_v[r]
+    return by_q, by_v
+
+
+@wp.func
+def inverse_dynamics_derivatives(q: Any, v: Any, a: Any, bodies: Any):
+    by_q, by_v = rnea_jacobians(q, v, a, bodies)
+    return by_q, by_v, crba(q, v, bodies)
+
+
+@wp.func
+def forward_dynamics_derivatives(q: Any, v: Any, tau: Any, bodies: Any):
+    forces, frames = no_forces(q)
+    a, lower = forward_solution(q, v, tau, forces, bodies, frames)
+    inverse = cholesky_inverse(lower)
+    by_q, by_v = rnea_jacobians(q, v, a, bodies)
+    return -(inverse @ by_q), -(inverse @ by_v), inverse
+
+
+@functools.cache
+def _mass_matrix_functions(nv: int):
+    """The mass matrix's element functions for nv velocity coordinates (its only operand
+    besides the tables is q, whose length does not say nv on a floating base)."""
+
+    @wp.func
+    def mass_matrix(q: Any, bodies: Any):
+        return crba(q, wp.vector(length=nv, dtype=type(q[0])), bodies)
+
+    @wp.func
+    def mass_matrix_tangent(q: Any, bodies: Any, dq: Any, d_bodies: Any):
+        zero = wp.vector(length=nv, dtype=type(q[0]))
+        forces, frames = no_forces(q)
+        tangent = ambient_tangent(q, dq, zero)
+        d_m = wp.matrix(shape=(nv, nv), dtype=type(q[0]))
+        for c in range(nv):
+            unit = wp.vector(length=nv, dtype=type(q[0]))
+            unit[c] = type(q[0])(1.0)
+            column = rnea_tangent(
+                q, zero, unit, forces, bodies, frames, type(q[0])(0.0), tangent, zero, zero, forces
+            )
+            for r in range(nv):
+                d_m[r, c] = column[r]
+        return d_m
+
+    @wp.func
+    def mass_matrix_vjp(q: Any, bodies: Any, g_m: Any):
+        zero = wp.vector(length=nv, dtype=type(q[0]))
+        forces, frames = no_forces(q)
+        g_q = wp.vector(length=nv, dtype=type(q[0]))
+        for c in range(nv):
+            unit = wp.vector(length=nv, dtype=type(q[0]))
+            unit[c] = type(q[0])(1.0)
+            pull = wp.vector(length=nv, dtype=type(q[0]))
+            for r in range(nv):
+                pull[r] = g_m[r, c]
+            g_column, g_v, g_a, g_forces = rnea_vjp(
+                q, zero, unit, forces, bodies, frames, type(q[0])(0.0), pull
+            )
+            g_q = g_q + g_column
+        return ambient_cotangent(q, g_q), type(bodies)()
+
+    return mass_matrix, mass_matrix_tangent, mass_matrix_vjp
+
+
+# --- the ops, one per (bodies, links, nq, nv) ---------------------------------------------------
+
+
+def _constant(rows: int, columns: int) -> Operand:
+    return Operand((rows, columns), batch=())
+
+
+def _work(n_bodies: int, nv: int) -> float:
+    """A configuration's weight in the CPU split (`Op.work`), a few times an FK's."""
+    return 16.0 * n_bodies
+
+
+def _suffix(n_bodies: int, n_links: int, nq: int, nv: int) -> str:
+    return f"{n_bodies}_bodies_{n_links}_links_{nq}_q_{nv}_v"
+
+
+def _tables(n_bodies: int, n_links: int) -> dict:
+    return {
+        "bodies": _constant(n_bodies, _inertia.BODY_COLUMNS),
+        "frames": _constant(n_links, _inertia.FRAME_COLUMNS),
+    }
+
+
+@functools.cache
+def inverse_dynamics_op(n_bodies: int, n_links: int, nq: int, nv: int) -> Op:
+    return define_op(
+        f"inverse_dynamics_{_suffix(n_bodies, n_links, nq, nv)}",
+        inverse_dynamics,
+        {"q": (nq,), "v": (nv,), "a": (nv,), "forces": (n_links, 6)}
+        | _tables(n_bodies, n_links),
+        {"tau": (nv,)},
+        tangent=inverse_dynamics_tangent,
+        vjp=inverse_dynamics_vjp,
+        differentiable=["q", "v", "a", "forces"],
+        work=_work(n_bodies, nv),
+        max_unroll=1,
+        doc="tau = M(q) a + C(q, v) v + g(q) - sum_i J_i^T f_i (xform.kinematics.Chain."
+        "inverse_dynamics, by the recursive Newton-Euler algorithm).",
+    )
+
+
+@functools.cache
+def mass_matrix_op(n_bodies: int, nq: int, nv: int) -> Op:
+    function, tangent, vjp = _mass_matrix_functions(nv)
+    return define_op(
+        f"mass_matrix_{n_bodies}_bodies_{nq}_q_{nv}_v",
+        function,
+        {"q": (nq,), "bodies": _constant(n_bodies, _inertia.BODY_COLUMNS)},
+        {"mass_matrix": (nv, nv)},
+        tangent=tangent,
+        vjp=vjp,
+        differentiable=["q"],
+        work=_work(n_bodies, nv),
+        max_unroll=1,
+        doc="The joint-space mass matrix M(q) (xform.kinematics.Chain.mass_matrix, by the "
+        "composite rigid body algorithm).",
+    )
+
+
+@functools.cache
+def forward_dynamics_op(n_bodies: int, n_links: int, nq: int, nv: int) -> Op:
+    return define_op(
+        f"forward_dynamics_{_suffix(n_bodies, n_links, nq, nv)}",
+        forward_dynamics,
+        {"q": (nq,), "v": (nv,), "tau": (nv,), "forces": (n_links, 6)}
+        | _tables(n_bodies, n_links),
+        {"a": (nv,)},
+        tangent=forward_dynamics_tangent,
+        vjp=forward_dynamics_vjp,
+        differentiable=["q", "v", "tau", "forces"],
+        work=_work(n_bodies, nv),
+        max_unroll=1,
+        doc="a = M(q)^-1 (tau - C(q, v) v - g(q) + sum_i J_i^T f_i) (xform.kinematics.Chain."
+        "forward_dynamics).",
+    )
+
+
+@functools.cache
+def inverse_dynamics_derivatives_op(n_bodies: int, nq: int, nv: int) -> Op:
+    return define_op(
+        f"inverse_dynamics_derivatives_{n_bodies}_bodies_{nq}_q_{nv}_v",
+        inverse_dynamics_derivatives,
+        {"q": (nq,), "v": (nv,), "a": (nv,), "bodies": _constant(n_bodies, _inertia.BODY_COLUMNS)},
+        {"dtau_dq": (nv, nv), "dtau_dv": (nv, nv), "mass_matrix": (nv, nv)},
+        differentiable=["q", "v", "a"],
+        work=_work(n_bodies, nv) * nv,
+        max_unroll=1,
+        doc="d tau / dq (in the tangent space), d tau / dv and M(q) "
+        "(xform.kinematics.Chain.inverse_dynamics_derivatives).",
+    )
+
+
+@functools.cache
+def forward_dynamics_derivatives_op(n_bodies: int, nq: int, nv: int) -> Op:
+    return define_op(
+        f"forward_dynamics_derivatives_{n_bodies}_bodies_{nq}_q_{nv}_v",
+        forward_dynamics_derivatives,
+        {
+            "q": (nq,),
+            "v": (nv,),
+            "tau": (nv,),
+            "bodies": _constant(n_bodies, _inertia.BODY_COLUMNS),
+        },
+        {"da_dq": (nv, nv), "da_dv": (nv, nv), "mass_matrix_inverse": (nv, nv)},
+        differentiable=["q", "v", "tau"],
+        work=_work(n_bodies, nv) * nv,
+        max_unroll=1,
+        doc="d a / dq (in the tangent space), d a / dv and M(q)^-1 at a = FD(q, v, tau) "
+        "(xform.kinematics.Chain.forward_dynamics_derivatives).",
+    )
