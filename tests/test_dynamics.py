@@ -384,24 +384,46 @@ def test_jax_jit_grad_jvp_vmap(tree, rng):
     assert tree.gravity_torques(q.astype(jnp.float32)).dtype == jnp.float32
 
 
-def test_torch_second_derivatives(tree, rng):
+# Second derivatives differentiate the closed forms with Warp's adjoint, whose kernels
+# unroll every sweep over the tree: minutes of compilation each on two cores. So the
+# tables here take the fixed base for every function in PyTorch, and one function per
+# mode in JAX; the floating base's root terms are in the first derivatives' closed forms,
+# which these differentiate the same way.
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_torch_second_derivatives(name, rng):
+    """gradgradcheck (double backward: the VJP's VJP) of each function, fixed base."""
     torch = pytest.importorskip("torch")
-    q, v, a, _ = (torch.tensor(x, requires_grad=True) for x in inputs(tree, rng, (1,)))
-    assert torch.autograd.gradgradcheck(lambda q, v, a: tree.inverse_dynamics(q, v, a), (q, v, a))
-    assert torch.autograd.gradgradcheck(tree.mass_matrix, (q,))
-    tau = tree.inverse_dynamics(q, v, a).detach().requires_grad_(True)
-    assert torch.autograd.gradgradcheck(lambda q, v, t: tree.forward_dynamics(q, v, t), (q, v, tau))
+    chain = Chain.from_urdf(TREE)
+    q, v, a, _ = (torch.tensor(x, requires_grad=True) for x in inputs(chain, rng, (1,)))
+    if name == "mass_matrix":
+        assert torch.autograd.gradgradcheck(chain.mass_matrix, (q,))
+    elif name == "inverse_dynamics":
+        assert torch.autograd.gradgradcheck(lambda q, v, a: chain.inverse_dynamics(q, v, a), (q, v, a))
+    else:
+        tau = chain.inverse_dynamics(q, v, a).detach().requires_grad_(True)
+        assert torch.autograd.gradgradcheck(lambda q, v, t: chain.forward_dynamics(q, v, t), (q, v, tau))
 
 
-def test_jax_second_derivatives(tree, rng):
+def test_jax_hessian_of_inverse_dynamics(rng):
+    """jax.hessian (forward over reverse: the VJP's tangent) of a loss of the torques, under
+    jit and vmap, against central differences of its gradient."""
     jax = pytest.importorskip("jax")
     jax.config.update("jax_enable_x64", True)
-    jnp = jax.numpy
-    q, v, a, _ = (jnp.asarray(x) for x in inputs(tree, rng, (1,)))
-    check_grads(lambda q, v, a: tree.inverse_dynamics(q, v, a), (q, v, a), order=2)
-    check_grads(tree.mass_matrix, (q,), order=2)
-    tau = tree.inverse_dynamics(q, v, a)
-    check_grads(lambda q, v, t: tree.forward_dynamics(q, v, t), (q, v, tau), order=2)
+    from helpers import hessian_by_differences
+
+    chain = Chain.from_urdf(TREE)
+    q, v, a, _ = inputs(chain, rng, (2,))
+
+    def loss(q, v, a):
+        return (chain.inverse_dynamics(q, v, a) ** 2).sum()
+
+    hessians = jax.jit(jax.vmap(jax.hessian(loss)))(q, v, a)
+    gradient = jax.grad(loss)
+    for b in range(2):
+        want = hessian_by_differences(lambda x: np.asarray(gradient(x, v[b], a[b])), q[b])
+        np.testing.assert_allclose(hessians[b], want, atol=1e-5 * max(1, np.abs(want).max()))
 
 
 def test_partials_differentiate_once_and_say_so_twice(rng):

@@ -1,0 +1,80 @@
+// Pinocchio's own C++ loop, one thread: each algorithm over a batch of states, the way a
+// C++ user of Pinocchio runs a batch. Built and run by benchmarks/dynamics.py:
+//   pinocchio_loop MODEL STATES N REPEATS
+// MODEL is the model as Pinocchio's Python bindings save it (`model.saveToBinary`: the
+// pip wheels ship no URDF headers for the C++ parser); STATES holds N states (q, v, a, tau in Pinocchio's layout, float64, one after the other);
+// prints one line per algorithm: its name and the median time of one call in nanoseconds.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "pinocchio/algorithm/aba-derivatives.hpp"
+#include "pinocchio/algorithm/aba.hpp"
+#include "pinocchio/algorithm/crba.hpp"
+#include "pinocchio/algorithm/rnea-derivatives.hpp"
+#include "pinocchio/algorithm/rnea.hpp"
+#include "pinocchio/multibody.hpp"
+#include "pinocchio/serialization.hpp"
+
+using Vector = Eigen::VectorXd;
+
+template <typename F>
+double median_ns(int n, int repeats, F call) {
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) call(i);
+    auto stop = std::chrono::steady_clock::now();
+    times.push_back(std::chrono::duration<double, std::nano>(stop - start).count() / n);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s MODEL STATES N REPEATS\n", argv[0]);
+    return 2;
+  }
+  pinocchio::Model model;
+  model.loadFromBinary(argv[1]);
+  pinocchio::Data data(model);
+  const int n = std::atoi(argv[3]), repeats = std::atoi(argv[4]);
+  std::vector<Vector> q(n, Vector(model.nq)), v(n, Vector(model.nv)), a(n, Vector(model.nv)),
+      tau(n, Vector(model.nv));
+  std::ifstream file(argv[2], std::ios::binary);
+  for (int i = 0; i < n; ++i) {
+    file.read(reinterpret_cast<char*>(q[i].data()), sizeof(double) * model.nq);
+    file.read(reinterpret_cast<char*>(v[i].data()), sizeof(double) * model.nv);
+    file.read(reinterpret_cast<char*>(a[i].data()), sizeof(double) * model.nv);
+    file.read(reinterpret_cast<char*>(tau[i].data()), sizeof(double) * model.nv);
+  }
+  if (!file) {
+    std::fprintf(stderr, "short states file\n");
+    return 2;
+  }
+  double sink = 0;
+  std::printf("rnea %.1f\n", median_ns(n, repeats, [&](int i) {
+    sink += pinocchio::rnea(model, data, q[i], v[i], a[i])[0];
+  }));
+  std::printf("rnea_derivatives %.1f\n", median_ns(n, repeats, [&](int i) {
+    pinocchio::computeRNEADerivatives(model, data, q[i], v[i], a[i]);
+    sink += data.dtau_dq(0, 0);
+  }));
+  std::printf("aba %.1f\n", median_ns(n, repeats, [&](int i) {
+    sink += pinocchio::aba(model, data, q[i], v[i], tau[i], pinocchio::Convention::WORLD)[0];
+  }));
+  std::printf("crba %.1f\n", median_ns(n, repeats, [&](int i) {
+    sink += pinocchio::crba(model, data, q[i], pinocchio::Convention::WORLD)(0, 0);
+  }));
+  std::printf("aba_derivatives %.1f\n", median_ns(n, repeats, [&](int i) {
+    pinocchio::computeABADerivatives(model, data, q[i], v[i], tau[i]);
+    sink += data.ddq_dq(0, 0);
+  }));
+  std::fprintf(stderr, "checksum %g\n", sink);
+  return 0;
+}
