@@ -12,7 +12,6 @@ column), `tau = G^T tau_full(q_full, G v, G a)`, `M = G^T M_full G`,
 
 from __future__ import annotations
 
-import site
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +21,10 @@ from xform.kinematics import Chain
 
 
 def robots_dir() -> Path | None:
-    for base in site.getsitepackages():
-        path = Path(base) / "cmeel.prefix" / "share" / "example-robot-data" / "robots"
-        if path.is_dir():
-            return path
-    return None
+    """example-robot-data's robots folder, or None."""
+    from test_kinematics import ROBOTS_DIR
+
+    return ROBOTS_DIR
 
 
 def quaternion_matrix(q) -> np.ndarray:

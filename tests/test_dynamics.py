@@ -17,91 +17,62 @@ from xform.kinematics import Chain
 # Every joint kind, a continuous joint, mimics (multiplier and offset, a mimic of a mimic),
 # a fixed joint's link with an inertia (merged into its parent), a moving link without
 # <inertial> that carries mass, inertial frames with rpy, and links out of order.
-TREE = """<?xml version="1.0"?>
-<robot name="dynamic_tree">
-  <link name="finger_b">
-    <inertial><origin xyz="0 0.01 0.02"/><mass value="0.1"/>
-      <inertia ixx="2e-4" ixy="0" ixz="0" iyy="1e-4" iyz="0" izz="2e-4"/></inertial>
-  </link>
-  <link name="base">
-    <inertial><origin xyz="0.02 -0.01 0.05" rpy="0.1 0.2 0.3"/><mass value="3.0"/>
-      <inertia ixx="0.05" ixy="0.001" ixz="-0.002" iyy="0.04" iyz="0.003" izz="0.03"/></inertial>
-  </link>
-  <link name="upper">
-    <inertial><origin xyz="0.2 0.01 -0.02" rpy="-0.4 0.1 0.7"/><mass value="1.5"/>
-      <inertia ixx="0.002" ixy="0.0001" ixz="0.0002" iyy="0.02" iyz="-0.0003" izz="0.021"/></inertial>
-  </link>
-  <link name="mount"/>
-  <link name="wrist">
-    <inertial><origin xyz="0.01 0.02 0.05"/><mass value="0.8"/>
-      <inertia ixx="0.003" ixy="0" ixz="0.0001" iyy="0.002" iyz="0" izz="0.0025"/></inertial>
-  </link>
-  <link name="camera">
-    <inertial><origin xyz="0.03 0 0.01" rpy="0 0.5 0"/><mass value="0.2"/>
-      <inertia ixx="1e-4" ixy="0" ixz="0" iyy="2e-4" iyz="0" izz="2.5e-4"/></inertial>
-  </link>
-  <link name="finger_a">
-    <inertial><origin xyz="0 0.01 0.02"/><mass value="0.1"/>
-      <inertia ixx="2e-4" ixy="0" ixz="0" iyy="1e-4" iyz="0" izz="2e-4"/></inertial>
-  </link>
-  <link name="tip">
-    <inertial><origin xyz="0.01 0 0.03"/><mass value="0.05"/>
-      <inertia ixx="1e-5" ixy="0" ixz="0" iyy="1e-5" iyz="0" izz="1e-5"/></inertial>
-  </link>
-  <link name="side">
-    <inertial><origin xyz="0 0.1 0"/><mass value="0.5"/>
-      <inertia ixx="0.001" ixy="0" ixz="0" iyy="0.001" iyz="0" izz="0.001"/></inertial>
-  </link>
-  <link name="slider">
-    <inertial><origin xyz="0.05 0 0"/><mass value="0.7"/>
-      <inertia ixx="0.001" ixy="0" ixz="0" iyy="0.002" iyz="0" izz="0.002"/></inertial>
-  </link>
-  <joint name="shoulder" type="revolute">
-    <parent link="base"/><child link="upper"/>
-    <origin xyz="0 0 0.3" rpy="0.1 -0.2 0.3"/><axis xyz="0 0 1"/>
-    <limit lower="-3" upper="3" effort="10" velocity="1"/>
-  </joint>
-  <joint name="elbow" type="continuous">
-    <parent link="upper"/><child link="mount"/>
-    <origin xyz="0.4 0.05 0" rpy="1.2 0.3 -0.7"/><axis xyz="1 2 -0.5"/>
-  </joint>
-  <joint name="twist" type="revolute">
-    <parent link="mount"/><child link="wrist"/>
-    <origin xyz="0 0 0.05" rpy="0 0.3 0"/><axis xyz="0 0 1"/>
-    <limit lower="-3" upper="3" effort="10" velocity="1"/>
-  </joint>
-  <joint name="camera_mount" type="fixed">
-    <parent link="wrist"/><child link="camera"/>
-    <origin xyz="0.05 0 0.02" rpy="0.3 0 0.2"/>
-  </joint>
-  <joint name="finger_a_joint" type="prismatic">
-    <parent link="wrist"/><child link="finger_a"/>
-    <origin xyz="0 0.02 0.1"/><axis xyz="0 1 0"/>
-    <limit lower="-3" upper="3" effort="10" velocity="1"/>
-  </joint>
-  <joint name="finger_b_joint" type="prismatic">
-    <parent link="wrist"/><child link="finger_b"/>
-    <origin xyz="0 -0.02 0.1" rpy="0 0 3.14159"/><axis xyz="0 1 0"/>
-    <mimic joint="finger_a_joint" multiplier="-2.0" offset="0.01"/>
-    <limit lower="-3" upper="3" effort="10" velocity="1"/>
-  </joint>
-  <joint name="tip_joint" type="revolute">
-    <parent link="finger_b"/><child link="tip"/>
-    <origin xyz="0 0 0.05" rpy="0.5 0 0"/><axis xyz="1 0 0"/>
-    <mimic joint="finger_b_joint" multiplier="3.0" offset="-0.2"/>
-    <limit lower="-3" upper="3" effort="10" velocity="1"/>
-  </joint>
-  <joint name="side_joint" type="fixed">
-    <parent link="base"/><child link="side"/>
-    <origin xyz="0.1 0.2 0.3" rpy="0.3 0.2 0.1"/>
-  </joint>
-  <joint name="slide" type="prismatic">
-    <parent link="side"/><child link="slider"/>
-    <origin xyz="0 0 0.1" rpy="0 1.0 0"/><axis xyz="0.6 0 0.8"/>
-    <limit lower="-3" upper="3" effort="10" velocity="1"/>
-  </joint>
-</robot>
-"""
+# A link: (name, inertial origin xyz, rpy, mass, (ixx, ixy, ixz, iyy, iyz, izz)) or a name.
+LINKS = [
+    ("finger_b", "0 0.01 0.02", "0 0 0", 0.1, (2e-4, 0, 0, 1e-4, 0, 2e-4)),
+    ("base", "0.02 -0.01 0.05", "0.1 0.2 0.3", 3.0, (0.05, 0.001, -0.002, 0.04, 0.003, 0.03)),
+    ("upper", "0.2 0.01 -0.02", "-0.4 0.1 0.7", 1.5, (0.002, 1e-4, 2e-4, 0.02, -3e-4, 0.021)),
+    "mount",
+    ("wrist", "0.01 0.02 0.05", "0 0 0", 0.8, (0.003, 0, 1e-4, 0.002, 0, 0.0025)),
+    ("camera", "0.03 0 0.01", "0 0.5 0", 0.2, (1e-4, 0, 0, 2e-4, 0, 2.5e-4)),
+    ("finger_a", "0 0.01 0.02", "0 0 0", 0.1, (2e-4, 0, 0, 1e-4, 0, 2e-4)),
+    ("tip", "0.01 0 0.03", "0 0 0", 0.05, (1e-5, 0, 0, 1e-5, 0, 1e-5)),
+    ("side", "0 0.1 0", "0 0 0", 0.5, (0.001, 0, 0, 0.001, 0, 0.001)),
+    ("slider", "0.05 0 0", "0 0 0", 0.7, (0.001, 0, 0, 0.002, 0, 0.002)),
+]
+# A joint: name, type, parent, child, origin xyz, rpy, axis, mimic (master, multiplier, offset).
+JOINTS = [
+    ("shoulder", "revolute", "base", "upper", "0 0 0.3", "0.1 -0.2 0.3", "0 0 1", None),
+    ("elbow", "continuous", "upper", "mount", "0.4 0.05 0", "1.2 0.3 -0.7", "1 2 -0.5", None),
+    ("twist", "revolute", "mount", "wrist", "0 0 0.05", "0 0.3 0", "0 0 1", None),
+    ("camera_mount", "fixed", "wrist", "camera", "0.05 0 0.02", "0.3 0 0.2", None, None),
+    ("finger_a_joint", "prismatic", "wrist", "finger_a", "0 0.02 0.1", "0 0 0", "0 1 0", None),
+    ("finger_b_joint", "prismatic", "wrist", "finger_b", "0 -0.02 0.1", "0 0 3.14159", "0 1 0",
+     ("finger_a_joint", -2.0, 0.01)),
+    ("tip_joint", "revolute", "finger_b", "tip", "0 0 0.05", "0.5 0 0", "1 0 0",
+     ("finger_b_joint", 3.0, -0.2)),
+    ("side_joint", "fixed", "base", "side", "0.1 0.2 0.3", "0.3 0.2 0.1", None, None),
+    ("slide", "prismatic", "side", "slider", "0 0 0.1", "0 1.0 0", "0.6 0 0.8", None),
+]  # fmt: skip
+
+
+def urdf(links, joints) -> str:
+    """URDF text of the tables above (limits on every revolute and prismatic joint, which
+    Pinocchio's parser requires)."""
+    parts = ['<?xml version="1.0"?>\n<robot name="dynamic_tree">']
+    for link in links:
+        if isinstance(link, str):
+            parts.append(f'<link name="{link}"/>')
+            continue
+        name, xyz, rpy, mass, (xx, xy, xz, yy, yz, zz) = link
+        parts.append(
+            f'<link name="{name}"><inertial><origin xyz="{xyz}" rpy="{rpy}"/>'
+            f'<mass value="{mass}"/><inertia ixx="{xx}" ixy="{xy}" ixz="{xz}" iyy="{yy}" '
+            f'iyz="{yz}" izz="{zz}"/></inertial></link>'
+        )
+    for name, kind, parent, child, xyz, rpy, axis, mimic in joints:
+        body = f'<parent link="{parent}"/><child link="{child}"/><origin xyz="{xyz}" rpy="{rpy}"/>'
+        if axis:
+            body += f'<axis xyz="{axis}"/>'
+        if kind in ("revolute", "prismatic"):
+            body += '<limit lower="-3" upper="3" effort="10" velocity="1"/>'
+        if mimic:
+            body += f'<mimic joint="{mimic[0]}" multiplier="{mimic[1]}" offset="{mimic[2]}"/>'
+        parts.append(f'<joint name="{name}" type="{kind}">{body}</joint>')
+    return "\n".join([*parts, "</robot>"])
+
+
+TREE = urdf(LINKS, JOINTS)
 FUNCTIONS = ("inverse_dynamics", "mass_matrix", "forward_dynamics")
 BASES = [pytest.param(False, id="fixed"), pytest.param(True, id="floating")]
 
@@ -476,10 +447,7 @@ def test_bad_inertials_raise_at_dynamics_naming_the_link(case):
 
 
 def test_massless_moving_subtree_is_an_error_for_forward_dynamics_only():
-    xml = TREE
-    for link in ("slider",):
-        start = xml.index(f'<link name="{link}">')
-        xml = xml[:start] + f'<link name="{link}"/>' + xml[xml.index("</link>", start) + 7 :]
+    xml = urdf([link if link[0] != "slider" else "slider" for link in LINKS], JOINTS)
     chain = Chain.from_urdf(xml)
     q = np.zeros(chain.dof)
     assert np.isfinite(chain.inverse_dynamics(q, q, q)).all()

@@ -193,19 +193,9 @@ def inverse_dynamics(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: A
 
 @wp.func
 def inverse_dynamics_tangent(
-    q: Any,
-    v: Any,
-    a: Any,
-    forces: Any,
-    bodies: Any,
-    frames: Any,
-    dq: Any,
-    dv: Any,
-    da: Any,
-    dforces: Any,
-    d_bodies: Any,
-    d_frames: Any,
-):
+    q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any,
+    dq: Any, dv: Any, da: Any, dforces: Any, d_bodies: Any, d_frames: Any,
+):  # fmt: skip
     one = type(q[0])(1.0)
     tangent = ambient_tangent(q, dq, v)
     return rnea_tangent(q, v, a, forces, bodies, frames, one, tangent, dv, da, dforces)
@@ -233,19 +223,9 @@ def forward_dynamics(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames:
 
 @wp.func
 def forward_dynamics_tangent(
-    q: Any,
-    v: Any,
-    tau: Any,
-    forces: Any,
-    bodies: Any,
-    frames: Any,
-    dq: Any,
-    dv: Any,
-    dtau: Any,
-    dforces: Any,
-    d_bodies: Any,
-    d_frames: Any,
-):
+    q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any,
+    dq: Any, dv: Any, dtau: Any, dforces: Any, d_bodies: Any, d_frames: Any,
+):  # fmt: skip
     a, lower = forward_solution(q, v, tau, forces, bodies, frames)
     one = type(q[0])(1.0)
     tangent = ambient_tangent(q, dq, v)
@@ -354,110 +334,95 @@ def _mass_matrix_functions(nv: int):
 # --- the ops, one per (bodies, links, nq, nv) ---------------------------------------------------
 
 
-def _constant(rows: int, columns: int) -> Operand:
-    return Operand((rows, columns), batch=())
+def _tables(n_bodies: int, n_links: int | None = None) -> dict:
+    """The constant tables (leading shape `()`: one for every configuration)."""
+    tables = {"bodies": Operand((n_bodies, _inertia.BODY_COLUMNS), batch=())}
+    if n_links is not None:
+        tables["frames"] = Operand((n_links, _inertia.FRAME_COLUMNS), batch=())
+    return tables
 
 
-def _work(n_bodies: int, nv: int) -> float:
-    """A configuration's weight in the CPU split (`Op.work`), a few times an FK's."""
-    return 16.0 * n_bodies
+def _define(name: str, function, operands: dict, results: dict, doc: str, **closed) -> Op:
+    """A dynamics op: its kernels unroll no loop (a whole tree compiles in a fraction of
+    the time, and runs as fast), and a configuration weighs a few FKs in the CPU split."""
+    n_bodies = operands["bodies"].element[0]
+    nv = next(iter(results.values()))[0]
+    differentiable = [k for k in operands if k not in ("bodies", "frames")]
+    many = len(results) > 1  # the partials: a sweep per column
+    return define_op(
+        name, function, operands, results, differentiable=differentiable,
+        work=16.0 * n_bodies * (nv if many else 1), max_unroll=1, doc=doc, **closed,
+    )  # fmt: skip
 
 
-def _suffix(n_bodies: int, n_links: int, nq: int, nv: int) -> str:
-    return f"{n_bodies}_bodies_{n_links}_links_{nq}_q_{nv}_v"
-
-
-def _tables(n_bodies: int, n_links: int) -> dict:
-    return {
-        "bodies": _constant(n_bodies, _inertia.BODY_COLUMNS),
-        "frames": _constant(n_links, _inertia.FRAME_COLUMNS),
-    }
+def _shape(n_bodies: int, nq: int, nv: int, n_links: int | None = None) -> str:
+    links = "" if n_links is None else f"_{n_links}_links"
+    return f"{n_bodies}_bodies{links}_{nq}_q_{nv}_v"
 
 
 @functools.cache
 def inverse_dynamics_op(n_bodies: int, n_links: int, nq: int, nv: int) -> Op:
-    return define_op(
-        f"inverse_dynamics_{_suffix(n_bodies, n_links, nq, nv)}",
+    return _define(
+        f"inverse_dynamics_{_shape(n_bodies, nq, nv, n_links)}",
         inverse_dynamics,
-        {"q": (nq,), "v": (nv,), "a": (nv,), "forces": (n_links, 6)}
-        | _tables(n_bodies, n_links),
+        {"q": (nq,), "v": (nv,), "a": (nv,), "forces": (n_links, 6)} | _tables(n_bodies, n_links),
         {"tau": (nv,)},
+        "tau = M(q) a + C(q, v) v + g(q) - sum_i J_i^T f_i (xform.kinematics.Chain."
+        "inverse_dynamics, by the recursive Newton-Euler algorithm).",
         tangent=inverse_dynamics_tangent,
         vjp=inverse_dynamics_vjp,
-        differentiable=["q", "v", "a", "forces"],
-        work=_work(n_bodies, nv),
-        max_unroll=1,
-        doc="tau = M(q) a + C(q, v) v + g(q) - sum_i J_i^T f_i (xform.kinematics.Chain."
-        "inverse_dynamics, by the recursive Newton-Euler algorithm).",
     )
 
 
 @functools.cache
 def mass_matrix_op(n_bodies: int, nq: int, nv: int) -> Op:
     function, tangent, vjp = _mass_matrix_functions(nv)
-    return define_op(
-        f"mass_matrix_{n_bodies}_bodies_{nq}_q_{nv}_v",
+    return _define(
+        f"mass_matrix_{_shape(n_bodies, nq, nv)}",
         function,
-        {"q": (nq,), "bodies": _constant(n_bodies, _inertia.BODY_COLUMNS)},
+        {"q": (nq,)} | _tables(n_bodies),
         {"mass_matrix": (nv, nv)},
+        "The joint-space mass matrix M(q) (xform.kinematics.Chain.mass_matrix, by the "
+        "composite rigid body algorithm).",
         tangent=tangent,
         vjp=vjp,
-        differentiable=["q"],
-        work=_work(n_bodies, nv),
-        max_unroll=1,
-        doc="The joint-space mass matrix M(q) (xform.kinematics.Chain.mass_matrix, by the "
-        "composite rigid body algorithm).",
     )
 
 
 @functools.cache
 def forward_dynamics_op(n_bodies: int, n_links: int, nq: int, nv: int) -> Op:
-    return define_op(
-        f"forward_dynamics_{_suffix(n_bodies, n_links, nq, nv)}",
+    return _define(
+        f"forward_dynamics_{_shape(n_bodies, nq, nv, n_links)}",
         forward_dynamics,
         {"q": (nq,), "v": (nv,), "tau": (nv,), "forces": (n_links, 6)}
         | _tables(n_bodies, n_links),
         {"a": (nv,)},
+        "a = M(q)^-1 (tau - C(q, v) v - g(q) + sum_i J_i^T f_i) (xform.kinematics.Chain."
+        "forward_dynamics).",
         tangent=forward_dynamics_tangent,
         vjp=forward_dynamics_vjp,
-        differentiable=["q", "v", "tau", "forces"],
-        work=_work(n_bodies, nv),
-        max_unroll=1,
-        doc="a = M(q)^-1 (tau - C(q, v) v - g(q) + sum_i J_i^T f_i) (xform.kinematics.Chain."
-        "forward_dynamics).",
     )
 
 
 @functools.cache
 def inverse_dynamics_derivatives_op(n_bodies: int, nq: int, nv: int) -> Op:
-    return define_op(
-        f"inverse_dynamics_derivatives_{n_bodies}_bodies_{nq}_q_{nv}_v",
+    return _define(
+        f"inverse_dynamics_derivatives_{_shape(n_bodies, nq, nv)}",
         inverse_dynamics_derivatives,
-        {"q": (nq,), "v": (nv,), "a": (nv,), "bodies": _constant(n_bodies, _inertia.BODY_COLUMNS)},
+        {"q": (nq,), "v": (nv,), "a": (nv,)} | _tables(n_bodies),
         {"dtau_dq": (nv, nv), "dtau_dv": (nv, nv), "mass_matrix": (nv, nv)},
-        differentiable=["q", "v", "a"],
-        work=_work(n_bodies, nv) * nv,
-        max_unroll=1,
-        doc="d tau / dq (in the tangent space), d tau / dv and M(q) "
+        "d tau / dq (in the tangent space), d tau / dv and M(q) "
         "(xform.kinematics.Chain.inverse_dynamics_derivatives).",
     )
 
 
 @functools.cache
 def forward_dynamics_derivatives_op(n_bodies: int, nq: int, nv: int) -> Op:
-    return define_op(
-        f"forward_dynamics_derivatives_{n_bodies}_bodies_{nq}_q_{nv}_v",
+    return _define(
+        f"forward_dynamics_derivatives_{_shape(n_bodies, nq, nv)}",
         forward_dynamics_derivatives,
-        {
-            "q": (nq,),
-            "v": (nv,),
-            "tau": (nv,),
-            "bodies": _constant(n_bodies, _inertia.BODY_COLUMNS),
-        },
+        {"q": (nq,), "v": (nv,), "tau": (nv,)} | _tables(n_bodies),
         {"da_dq": (nv, nv), "da_dv": (nv, nv), "mass_matrix_inverse": (nv, nv)},
-        differentiable=["q", "v", "tau"],
-        work=_work(n_bodies, nv) * nv,
-        max_unroll=1,
-        doc="d a / dq (in the tangent space), d a / dv and M(q)^-1 at a = FD(q, v, tau) "
+        "d a / dq (in the tangent space), d a / dv and M(q)^-1 at a = FD(q, v, tau) "
         "(xform.kinematics.Chain.forward_dynamics_derivatives).",
     )

@@ -61,11 +61,11 @@ from ._spatial import (
     spatial,
 )
 
-MASS = wp.constant(_inertia.MASS)
-GRAVITY = wp.constant(_inertia.GRAVITY)
-FRAME_BODY = wp.constant(_inertia.FRAME_BODY)
-FRAME_POSITION = wp.constant(_inertia.FRAME_POSITION)
-FRAME_QUATERNION = wp.constant(_inertia.FRAME_QUATERNION)
+# The tables' columns (`_inertia.py`), as the kernels read them.
+MASS, GRAVITY, FRAME_BODY, FRAME_POSITION, FRAME_QUATERNION = (
+    wp.constant(getattr(_inertia, name))
+    for name in ("MASS", "GRAVITY", "FRAME_BODY", "FRAME_POSITION", "FRAME_QUATERNION")
+)
 
 
 @wp.func
@@ -264,26 +264,11 @@ def rnea(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, scale: A
 
 @wp.func
 def rnea_tangent_at(
-    q: Any,
-    v: Any,
-    a: Any,
-    forces: Any,
-    bodies: Any,
-    frames: Any,
-    positions: Any,
-    quaternions: Any,
-    motions: Any,
-    inertias: Any,
-    velocities: Any,
-    accelerations: Any,
-    subtree: Any,
-    g: Any,
-    dq: Any,
-    dv: Any,
-    da: Any,
-    dforces: Any,
+    q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any,
+    positions: Any, quaternions: Any, motions: Any, inertias: Any, velocities: Any,
+    accelerations: Any, subtree: Any, g: Any, dq: Any, dv: Any, da: Any, dforces: Any,
     sparse: int,
-):
+):  # fmt: skip
     """The tangent of `rnea` at its state (`rnea_state`) for dq in the tangent space
     (len(v) components), dv, da and dforces: the forward sweep of the module docstring.
     With `sparse`, bodies that no nonzero seed component reaches are skipped (their
@@ -371,18 +356,9 @@ def rnea_tangent_at(
 
 @wp.func
 def rnea_tangent(
-    q: Any,
-    v: Any,
-    a: Any,
-    forces: Any,
-    bodies: Any,
-    frames: Any,
-    scale: Any,
-    dq: Any,
-    dv: Any,
-    da: Any,
-    dforces: Any,
-):
+    q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, scale: Any,
+    dq: Any, dv: Any, da: Any, dforces: Any,
+):  # fmt: skip
     """The tangent of `rnea` (see `rnea_tangent_at`)."""
     positions, quaternions, motions, inertias, velocities, accelerations, subtree, g = (
         rnea_state(q, v, a, forces, bodies, frames, scale)

@@ -3,8 +3,8 @@
 A motion (twist) is `[v, ω]`, a force (wrench) `[f, τ]`, both 6-vectors, linear part first
 (Pinocchio's order), expressed in one frame at its origin. The pairing of a motion and a
 force is the dot product of the 6-vectors. `m × x` is the motion cross product and
-`m ×* f = -(m ×)^T f` its dual, so that `<Λ, m ×* f> = <m, -(Λ ×* f)>` and
-`<Λ, m × x> = <x, m ×* Λ>`... each identity used by a VJP is stated where it is used.
+`m ×* f = -(m ×)^T f` its dual (`_rnea.py` states the identities its VJP uses). `linear`,
+`angular` and `spatial` split and join the halves (SE(3)'s twist helpers).
 
 An inertia is the ten numbers `[m, h, I_O]` (`_inertia.py`): as a 6x6 matrix acting on a
 motion `[v, ω]`, `I [v, ω] = [m v - h × ω, h × v + I_O ω]`, symmetric.
@@ -17,22 +17,22 @@ from typing import Any
 import warp as wp
 
 from ..ops.quaternion import quat_conjugate
+from ..ops.se3 import omega_of as angular
+from ..ops.se3 import rho_of as linear
+from ..ops.se3 import twist as spatial
 from ._ops import rotate
 
-
-@wp.func
-def linear(x: Any):
-    return wp.vector(x[0], x[1], x[2])
-
-
-@wp.func
-def angular(x: Any):
-    return wp.vector(x[3], x[4], x[5])
-
-
-@wp.func
-def spatial(top: Any, bottom: Any):
-    return wp.vector(top[0], top[1], top[2], bottom[0], bottom[1], bottom[2])
+__all__ = [
+    "angular",
+    "cross_force",
+    "cross_motion",
+    "force_moved",
+    "inertia_apply",
+    "inertia_moved",
+    "linear",
+    "motion_into",
+    "spatial",
+]
 
 
 @wp.func
@@ -85,8 +85,8 @@ def inertia_moved(p: Any, position: Any, quaternion: Any):
     t = position
     # R I R^T column by column: R (I (R^T e_k))
     c = quat_conjugate(quaternion)
-    one = m - m + type(m)(1.0)
-    zero = m - m
+    one = type(m)(1.0)
+    zero = type(m)(0.0)
     col0 = rotate(quaternion, inertia_rotational(p, rotate(c, wp.vector(one, zero, zero))))
     col1 = rotate(quaternion, inertia_rotational(p, rotate(c, wp.vector(zero, one, zero))))
     col2 = rotate(quaternion, inertia_rotational(p, rotate(c, wp.vector(zero, zero, one))))
