@@ -22,19 +22,8 @@ class ChainDynamics:
     def _make_dynamics_ops(self, dynamics: Dynamics | None) -> dict[str, Op]:
         if dynamics is None:
             return {}
-        n_bodies, n_links = len(dynamics.bodies), len(dynamics.frames)
-        nq, nv = self.nq, self.nv
-        return {
-            "inverse_dynamics": _dynamics.inverse_dynamics_op(n_bodies, n_links, nq, nv),
-            "mass_matrix": _dynamics.mass_matrix_op(n_bodies, nq, nv),
-            "forward_dynamics": _dynamics.forward_dynamics_op(n_bodies, n_links, nq, nv),
-            "inverse_dynamics_derivatives": _dynamics.inverse_dynamics_derivatives_op(
-                n_bodies, nq, nv
-            ),
-            "forward_dynamics_derivatives": _dynamics.forward_dynamics_derivatives_op(
-                n_bodies, nq, nv
-            ),
-        }
+        sizes = (len(dynamics.bodies), len(dynamics.frames), self.nq, self.nv)
+        return {call: _dynamics.dynamics_op(call, *sizes) for call in _dynamics.CALLS}
 
     @property
     def floating_base(self) -> bool:

@@ -48,70 +48,56 @@ from ._rnea import (
 
 
 @wp.func
+def shifted(out: Any, x: Any, shift: int):
+    """out with out[j] = x[j + shift] (clamped into x) for every j."""
+    for j in range(len(out)):
+        out[j] = component(x, wp.max(j + shift, 0))
+    return out
+
+
+@wp.func
 def ambient_tangent(q: Any, dq: Any, template: Any):
     """A tangent of q in its own coordinates as one in the tangent space (len(template)):
     the same on a fixed base; on a floating base the root's [R^T dp, ω] with
     ω = 2 vec(q* dq) / |q|^2 (the rotation of the normalised quaternion), then the joints."""
-    out = type(template)()
     base = len(q) - len(template)
-    if base == 0:
-        for j in range(len(template)):
-            out[j] = component(dq, j)
-    else:
+    out = shifted(type(template)(), dq, base)
+    if base != 0:
         turn = root_quaternion(q)
-        d_turn = root_quaternion(dq)
-        spin = (type(q[0])(2.0) / wp.dot(turn, turn)) * vector_part(
-            quat_multiply(quat_conjugate(turn), d_turn)
-        )
         unit = turn / wp.length(turn)
-        d_position = vector_part(
-            quat_multiply(
-                quat_conjugate(unit),
-                quat_multiply(
-                    wp.vector(type(q[0])(0.0), component(dq, 0), component(dq, 1), component(dq, 2)),
-                    unit,
-                ),
-            )
+        zero = type(q[0])(0.0)
+        moved = wp.vector(zero, component(dq, 0), component(dq, 1), component(dq, 2))
+        d_position = vector_part(quat_multiply(quat_conjugate(unit), quat_multiply(moved, unit)))
+        spin = (type(q[0])(2.0) / wp.dot(turn, turn)) * vector_part(
+            quat_multiply(quat_conjugate(turn), root_quaternion(dq))
         )
-        for j in range(len(template)):
+        for j in range(6):
             if j < 3:
-                out[j] = d_position[wp.min(j, 2)]
-            elif j < 6:
-                out[j] = spin[wp.clamp(j - 3, 0, 2)]
+                out[wp.min(j, len(out) - 1)] = d_position[wp.min(j, 2)]
             else:
-                out[j] = component(dq, j + 1)
+                out[wp.min(j, len(out) - 1)] = spin[wp.clamp(j - 3, 0, 2)]
     return out
 
 
 @wp.func
 def ambient_cotangent(q: Any, g: Any):
     """The transpose of `ambient_tangent`: a cotangent in the tangent space as one of q."""
-    out = type(q)()
     base = len(q) - len(g)
-    if base == 0:
-        for j in range(len(q)):
-            out[j] = component(g, j)
-    else:
+    out = shifted(type(q)(), g, -base)
+    if base != 0:
         turn = root_quaternion(q)
         unit = turn / wp.length(turn)
         zero = type(q[0])(0.0)
-        push = quat_multiply(
-            unit,
-            quat_multiply(
-                wp.vector(zero, component(g, 0), component(g, 1), component(g, 2)),
-                quat_conjugate(unit),
-            ),
-        )
+        moved = wp.vector(zero, component(g, 0), component(g, 1), component(g, 2))
+        push = quat_multiply(unit, quat_multiply(moved, quat_conjugate(unit)))
         pull = (type(q[0])(2.0) / wp.dot(turn, turn)) * quat_multiply(
             turn, wp.vector(zero, component(g, 3), component(g, 4), component(g, 5))
         )
-        for j in range(len(q)):
+        for j in range(7):
             if j < 3:
-                out[j] = push[wp.clamp(j + 1, 1, 3)]
-            elif j < 7:
-                out[j] = pull[wp.clamp(j - 3, 0, 3)]
+                out[wp.min(j, len(out) - 1)] = push[wp.clamp(j + 1, 1, 3)]
             else:
-                out[j] = component(g, j - 1)
+                out[wp.min(j, len(out) - 1)] = pull[wp.clamp(j - 3, 0, 3)]
     return out
 
 
@@ -331,98 +317,63 @@ def _mass_matrix_functions(nv: int):
     return mass_matrix, mass_matrix_tangent, mass_matrix_vjp
 
 
-# --- the ops, one per (bodies, links, nq, nv) ---------------------------------------------------
+# --- the ops, one per (call, bodies, links, nq, nv) ----------------------------------------
 
 
-def _tables(n_bodies: int, n_links: int | None = None) -> dict:
-    """The constant tables (leading shape `()`: one for every configuration)."""
-    tables = {"bodies": Operand((n_bodies, _inertia.BODY_COLUMNS), batch=())}
-    if n_links is not None:
-        tables["frames"] = Operand((n_links, _inertia.FRAME_COLUMNS), batch=())
-    return tables
+# Each call's element function (a mass matrix's made per nv), closed forms, operands in
+# order (q's kind, then vectors of v's length, "forces") and results, and its formula.
+_CALLS = {
+    "inverse_dynamics": (
+        lambda nv: (inverse_dynamics, inverse_dynamics_tangent, inverse_dynamics_vjp),
+        ("q", "v", "a", "forces"), {"tau": 1},
+        "tau = M(q) a + C(q, v) v + g(q) - sum_i J_i^T f_i (by the recursive Newton-Euler "
+        "algorithm)",
+    ),
+    "mass_matrix": (
+        _mass_matrix_functions, ("q",), {"mass_matrix": 2},
+        "the joint-space mass matrix M(q) (by the composite rigid body algorithm)",
+    ),
+    "forward_dynamics": (
+        lambda nv: (forward_dynamics, forward_dynamics_tangent, forward_dynamics_vjp),
+        ("q", "v", "tau", "forces"), {"a": 1},
+        "a = M(q)^-1 (tau - C(q, v) v - g(q) + sum_i J_i^T f_i)",
+    ),
+    "inverse_dynamics_derivatives": (
+        lambda nv: (inverse_dynamics_derivatives, None, None),
+        ("q", "v", "a"), {"dtau_dq": 2, "dtau_dv": 2, "mass_matrix": 2},
+        "d tau / dq (in the tangent space), d tau / dv and M(q)",
+    ),
+    "forward_dynamics_derivatives": (
+        lambda nv: (forward_dynamics_derivatives, None, None),
+        ("q", "v", "tau"), {"da_dq": 2, "da_dv": 2, "mass_matrix_inverse": 2},
+        "d a / dq (in the tangent space), d a / dv and M(q)^-1 at a = FD(q, v, tau)",
+    ),
+}  # fmt: skip
+CALLS = tuple(_CALLS)
 
 
-def _define(name: str, function, operands: dict, results: dict, doc: str, **closed) -> Op:
-    """A dynamics op: its kernels unroll no loop (a whole tree compiles in a fraction of
-    the time, and runs as fast), and a configuration weighs a few FKs in the CPU split."""
-    n_bodies = operands["bodies"].element[0]
-    nv = next(iter(results.values()))[0]
-    differentiable = [k for k in operands if k not in ("bodies", "frames")]
-    many = len(results) > 1  # the partials: a sweep per column
+@functools.cache
+def dynamics_op(call: str, n_bodies: int, n_links: int, nq: int, nv: int) -> Op:
+    """The op of a `Chain` dynamics call (`CALLS`) for a tree of these sizes. Its kernels
+    unroll no loop (a whole tree compiles in a fraction of the time, and runs as fast);
+    a configuration weighs a few FKs in the CPU split (the partials, one per column)."""
+    functions, names, results, doc = _CALLS[call]
+    function, tangent, vjp = functions(nv)
+    shapes = {"q": (nq,), "forces": (n_links, 6)}
+    operands = {name: shapes.get(name, (nv,)) for name in names}
+    operands["bodies"] = Operand((n_bodies, _inertia.BODY_COLUMNS), batch=())
+    if "forces" in names:
+        operands["frames"] = Operand((n_links, _inertia.FRAME_COLUMNS), batch=())
+    links = f"_{n_links}_links" if "forces" in names else ""
     return define_op(
-        name, function, operands, results, differentiable=differentiable,
-        work=16.0 * n_bodies * (nv if many else 1), max_unroll=1, doc=doc, **closed,
-    )  # fmt: skip
-
-
-def _shape(n_bodies: int, nq: int, nv: int, n_links: int | None = None) -> str:
-    links = "" if n_links is None else f"_{n_links}_links"
-    return f"{n_bodies}_bodies{links}_{nq}_q_{nv}_v"
-
-
-@functools.cache
-def inverse_dynamics_op(n_bodies: int, n_links: int, nq: int, nv: int) -> Op:
-    return _define(
-        f"inverse_dynamics_{_shape(n_bodies, nq, nv, n_links)}",
-        inverse_dynamics,
-        {"q": (nq,), "v": (nv,), "a": (nv,), "forces": (n_links, 6)} | _tables(n_bodies, n_links),
-        {"tau": (nv,)},
-        "tau = M(q) a + C(q, v) v + g(q) - sum_i J_i^T f_i (xform.kinematics.Chain."
-        "inverse_dynamics, by the recursive Newton-Euler algorithm).",
-        tangent=inverse_dynamics_tangent,
-        vjp=inverse_dynamics_vjp,
-    )
-
-
-@functools.cache
-def mass_matrix_op(n_bodies: int, nq: int, nv: int) -> Op:
-    function, tangent, vjp = _mass_matrix_functions(nv)
-    return _define(
-        f"mass_matrix_{_shape(n_bodies, nq, nv)}",
+        f"{call}_{n_bodies}_bodies{links}_{nq}_q_{nv}_v",
         function,
-        {"q": (nq,)} | _tables(n_bodies),
-        {"mass_matrix": (nv, nv)},
-        "The joint-space mass matrix M(q) (xform.kinematics.Chain.mass_matrix, by the "
-        "composite rigid body algorithm).",
+        operands,
+        {name: (nv,) * rank for name, rank in results.items()},
         tangent=tangent,
         vjp=vjp,
-    )
-
-
-@functools.cache
-def forward_dynamics_op(n_bodies: int, n_links: int, nq: int, nv: int) -> Op:
-    return _define(
-        f"forward_dynamics_{_shape(n_bodies, nq, nv, n_links)}",
-        forward_dynamics,
-        {"q": (nq,), "v": (nv,), "tau": (nv,), "forces": (n_links, 6)}
-        | _tables(n_bodies, n_links),
-        {"a": (nv,)},
-        "a = M(q)^-1 (tau - C(q, v) v - g(q) + sum_i J_i^T f_i) (xform.kinematics.Chain."
-        "forward_dynamics).",
-        tangent=forward_dynamics_tangent,
-        vjp=forward_dynamics_vjp,
-    )
-
-
-@functools.cache
-def inverse_dynamics_derivatives_op(n_bodies: int, nq: int, nv: int) -> Op:
-    return _define(
-        f"inverse_dynamics_derivatives_{_shape(n_bodies, nq, nv)}",
-        inverse_dynamics_derivatives,
-        {"q": (nq,), "v": (nv,), "a": (nv,)} | _tables(n_bodies),
-        {"dtau_dq": (nv, nv), "dtau_dv": (nv, nv), "mass_matrix": (nv, nv)},
-        "d tau / dq (in the tangent space), d tau / dv and M(q) "
-        "(xform.kinematics.Chain.inverse_dynamics_derivatives).",
-    )
-
-
-@functools.cache
-def forward_dynamics_derivatives_op(n_bodies: int, nq: int, nv: int) -> Op:
-    return _define(
-        f"forward_dynamics_derivatives_{_shape(n_bodies, nq, nv)}",
-        forward_dynamics_derivatives,
-        {"q": (nq,), "v": (nv,), "tau": (nv,)} | _tables(n_bodies),
-        {"da_dq": (nv, nv), "da_dv": (nv, nv), "mass_matrix_inverse": (nv, nv)},
-        "d a / dq (in the tangent space), d a / dv and M(q)^-1 at a = FD(q, v, tau) "
-        "(xform.kinematics.Chain.forward_dynamics_derivatives).",
+        differentiable=names,
+        work=16.0 * n_bodies * (nv if len(results) > 1 else 1),
+        max_unroll=1,
+        doc=f"{doc} (xform.kinematics.Chain.{call}).",
     )
