@@ -1,8 +1,11 @@
 // Pinocchio's own C++ loop, one thread: each algorithm over a batch of states, the way a
 // C++ user of Pinocchio runs a batch. Built and run by benchmarks/dynamics.py:
 //   pinocchio_loop MODEL STATES N REPEATS
-// MODEL is the model as Pinocchio's Python bindings save it (`model.saveToBinary`: the
-// pip wheels ship no URDF headers for the C++ parser); STATES holds N states (q, v, a, tau in Pinocchio's layout, float64, one after the other);
+// MODEL describes the model that Pinocchio's Python bindings built from the URDF, one joint
+// a line (benchmarks/dynamics.py writes it: the pip wheels ship no headers for the C++
+// URDF parser): its type, parent, placement (translation, rotation row by row), axis,
+// and the inertia it carries (mass, centre of mass, rotational inertia about it, row by
+// row). STATES holds N states (q, v, a, tau in Pinocchio's layout, float64, one after the other);
 // prints one line per algorithm: its name and the median time of one call in nanoseconds.
 #include <algorithm>
 #include <chrono>
@@ -18,7 +21,6 @@
 #include "pinocchio/algorithm/rnea-derivatives.hpp"
 #include "pinocchio/algorithm/rnea.hpp"
 #include "pinocchio/multibody.hpp"
-#include "pinocchio/serialization.hpp"
 
 using Vector = Eigen::VectorXd;
 
@@ -41,7 +43,34 @@ int main(int argc, char** argv) {
     return 2;
   }
   pinocchio::Model model;
-  model.loadFromBinary(argv[1]);
+  std::ifstream description(argv[1]);
+  std::string type;
+  while (description >> type) {
+    int parent;
+    double t[3], r[9], axis[3], mass, c[3], inertia[9];
+    description >> parent;
+    for (double* x : {t, r, axis}) for (int k = 0; k < (x == r ? 9 : 3); ++k) description >> x[k];
+    description >> mass >> c[0] >> c[1] >> c[2];
+    for (double& x : inertia) description >> x;
+    const Eigen::Matrix3d rotation = Eigen::Map<Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(r);
+    const Eigen::Vector3d translation = Eigen::Map<Eigen::Vector3d>(t);
+    const pinocchio::SE3 placement(rotation, translation);
+    Eigen::Vector3d direction = Eigen::Map<Eigen::Vector3d>(axis);
+    pinocchio::JointIndex id;
+    if (type == "FreeFlyer")
+      id = model.addJoint(parent, pinocchio::JointModelFreeFlyer(), placement, type);
+    else if (type == "Revolute")
+      id = model.addJoint(parent, pinocchio::JointModelRevoluteUnaligned(direction), placement, type);
+    else if (type == "Prismatic")
+      id = model.addJoint(parent, pinocchio::JointModelPrismaticUnaligned(direction), placement, type);
+    else {
+      std::fprintf(stderr, "joint type %s: not in this loop\n", type.c_str());
+      return 2;
+    }
+    const Eigen::Matrix3d rotational = Eigen::Map<Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(inertia);
+    const Eigen::Vector3d centre = Eigen::Map<Eigen::Vector3d>(c);
+    model.appendBodyToJoint(id, pinocchio::Inertia(mass, centre, rotational));
+  }
   pinocchio::Data data(model);
   const int n = std::atoi(argv[3]), repeats = std::atoi(argv[4]);
   std::vector<Vector> q(n, Vector(model.nq)), v(n, Vector(model.nv)), a(n, Vector(model.nv)),

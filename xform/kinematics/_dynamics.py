@@ -235,7 +235,7 @@ def rnea_jacobians(q: Any, v: Any, a: Any, bodies: Any):
     forces, frames = no_forces(q)
     one = type(q[0])(1.0)
     zero = type(v)()
-    positions, quaternions, motions, inertias, velocities, accelerations, subtree, g = (
+    positions, quaternions, motions, inertias, velocities, accelerations, subtree, g, h, ia = (
         rnea_state(q, v, a, forces, bodies, frames, one)
     )
     by_q = wp.matrix(shape=(len(v), len(v)), dtype=type(q[0]))
@@ -245,11 +245,11 @@ def rnea_jacobians(q: Any, v: Any, a: Any, bodies: Any):
         unit[c] = one
         column_q = rnea_tangent_at(
             q, v, a, forces, bodies, frames, positions, quaternions, motions, inertias,
-            velocities, accelerations, subtree, g, unit, zero, zero, forces, 1,
+            velocities, accelerations, subtree, g, h, ia, unit, zero, zero, forces, 1,
         )  # fmt: skip
         column_v = rnea_tangent_at(
             q, v, a, forces, bodies, frames, positions, quaternions, motions, inertias,
-            velocities, accelerations, subtree, g, zero, unit, zero, forces, 1,
+            velocities, accelerations, subtree, g, h, ia, zero, unit, zero, forces, 1,
         )  # fmt: skip
         for r in range(len(v)):
             by_q[r, c] = column_q[r]

@@ -181,14 +181,6 @@ def body_state(q: Any, v: Any, bodies: Any):
 
 
 @wp.func
-def body_force(inertia: Any, velocity: Any, acceleration: Any):
-    """I a + v ×* I v."""
-    return inertia_apply(inertia, acceleration) + cross_force(
-        velocity, inertia_apply(inertia, velocity)
-    )
-
-
-@wp.func
 def frame_pose(frames: Any, link: int, positions: Any, quaternions: Any):
     """A link's body and its pose in the base frame."""
     row = frames[link]
@@ -205,6 +197,16 @@ def frame_pose(frames: Any, link: int, positions: Any, quaternions: Any):
 
 
 @wp.func
+def any_nonzero(x: Any):
+    """Whether any component of a vector is not 0 (NaN included)."""
+    found = int(0)
+    for j in range(len(x)):
+        if x[j] != 0:
+            found = 1
+    return found != 0
+
+
+@wp.func
 def nonzero(x: Any):
     """Whether any component of a 6-vector is not 0 (NaN included)."""
     return x[0] != 0 or x[1] != 0 or x[2] != 0 or x[3] != 0 or x[4] != 0 or x[5] != 0
@@ -213,19 +215,24 @@ def nonzero(x: Any):
 @wp.func
 def rnea_state(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, scale: Any):
     """The forward sweep's values: each body's pose, S_i and inertia (`body_state`), its
-    velocity and acceleration, and its subtree's force F_i (external forces included)."""
+    velocity and acceleration, its subtree's force F_i (external forces included), gravity
+    in the base frame, and each body's momentum I v and I a."""
     n = len(bodies)
     base = floating(q, v)
     positions, quaternions, motions, inertias = body_state(q, v, bodies)
     velocities = type(motions)()
     accelerations = type(motions)()
+    momenta = type(motions)()
+    pushes = type(motions)()
     f = type(motions)()
     g = gravity_in_base(q, v, bodies, scale)
     v0 = root_part(v, base)
     a0 = root_part(a, base) - spatial(g, type(g)())
     velocities[0] = v0
     accelerations[0] = a0
-    f[0] = body_force(inertias[0], v0, a0)
+    momenta[0] = inertia_apply(inertias[0], v0)
+    pushes[0] = inertia_apply(inertias[0], a0)
+    f[0] = pushes[0] + cross_force(v0, momenta[0])
     for i in range(1, n):
         row = bodies[i]
         parent = row_parent(row, i)
@@ -236,7 +243,11 @@ def rnea_state(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, sc
         ai = accelerations[parent] + a[k] * s + cross_motion(vi, u)
         velocities[i] = vi
         accelerations[i] = ai
-        f[i] = body_force(inertias[i], vi, ai)
+        h = inertia_apply(inertias[i], vi)
+        push = inertia_apply(inertias[i], ai)
+        momenta[i] = h
+        pushes[i] = push
+        f[i] = push + cross_force(vi, h)
     for link in range(len(frames)):
         force = forces[link]
         if nonzero(force):
@@ -246,14 +257,14 @@ def rnea_state(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, sc
         i = n - step
         parent = row_parent(bodies[i], i)
         f[parent] = f[parent] + f[i]
-    return positions, quaternions, motions, inertias, velocities, accelerations, f, g
+    return positions, quaternions, motions, inertias, velocities, accelerations, f, g, momenta, pushes
 
 
 @wp.func
 def rnea(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, scale: Any):
     """tau = M(q) a + C(q, v) v + scale g(q) - sum J^T f_ext, for every coordinate."""
     base = floating(q, v)
-    positions, quaternions, motions, inertias, velocities, accelerations, subtree, g = (
+    positions, quaternions, motions, inertias, velocities, accelerations, subtree, g, h, ia = (
         rnea_state(q, v, a, forces, bodies, frames, scale)
     )
     tau = type(v)()
@@ -266,13 +277,15 @@ def rnea(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, scale: A
 def rnea_tangent_at(
     q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any,
     positions: Any, quaternions: Any, motions: Any, inertias: Any, velocities: Any,
-    accelerations: Any, subtree: Any, g: Any, dq: Any, dv: Any, da: Any, dforces: Any,
-    sparse: int,
+    accelerations: Any, subtree: Any, g: Any, momenta: Any, pushes: Any,
+    dq: Any, dv: Any, da: Any, dforces: Any, sparse: int,
 ):  # fmt: skip
     """The tangent of `rnea` at its state (`rnea_state`) for dq in the tangent space
     (len(v) components), dv, da and dforces: the forward sweep of the module docstring.
     With `sparse`, bodies that no nonzero seed component reaches are skipped (their
-    tangents are zero): for unit seeds, whose pattern does not depend on the inputs."""
+    tangents are zero), and so are the turning terms where dq is zero: for unit seeds,
+    whose pattern does not depend on the inputs. The body force's tangent is
+    `w ×* I a + dv ×* h + v ×* (w ×* h + I (dv - w × v)) + I (da - w × a)`."""
     n = len(bodies)
     base = floating(q, v)
     turns = type(motions)()
@@ -293,6 +306,9 @@ def rnea_tangent_at(
         + cross_force(v0, inertia_apply(inertias[0], dv0))
     )
     reached[0] = 1 - sparse
+    turning = int(1 - sparse)
+    if sparse != 0 and any_nonzero(dq):
+        turning = 1
     if base != 0 and sparse != 0:
         if nonzero(root_part(dq, base)) or nonzero(dv0) or nonzero(root_part(da, base)):
             reached[0] = 1
@@ -307,32 +323,39 @@ def rnea_tangent_at(
         if reached[i] != 0:
             s = motions[i]
             p = inertias[i]
-            ds = cross_motion(turns[parent], s)
-            w = turns[parent] + dq[k] * s
             u = v[k] * s
-            du = v[k] * ds + dv[k] * s
             vi = velocities[i]
-            ai = accelerations[i]
-            dvi = d_velocities[parent] + du
-            dai = (
-                d_accelerations[parent]
-                + a[k] * ds
-                + da[k] * s
-                + cross_motion(dvi, u)
-                + cross_motion(vi, du)
-            )
-            h = inertia_apply(p, vi)
-            turned_a = cross_force(w, inertia_apply(p, ai)) - inertia_apply(p, cross_motion(w, ai))
-            turned_h = cross_force(w, h) - inertia_apply(p, cross_motion(w, vi))
-            turns[i] = w
+            h = momenta[i]
+            if turning != 0:
+                ds = cross_motion(turns[parent], s)
+                w = turns[parent] + dq[k] * s
+                du = v[k] * ds + dv[k] * s
+                dvi = d_velocities[parent] + du
+                dai = (
+                    d_accelerations[parent]
+                    + a[k] * ds
+                    + da[k] * s
+                    + cross_motion(dvi, u)
+                    + cross_motion(vi, du)
+                )
+                turns[i] = w
+                df[i] = (
+                    cross_force(w, pushes[i])
+                    + cross_force(dvi, h)
+                    + cross_force(vi, cross_force(w, h) + inertia_apply(p, dvi - cross_motion(w, vi)))
+                    + inertia_apply(p, dai - cross_motion(w, accelerations[i]))
+                )
+            else:
+                du = dv[k] * s
+                dvi = d_velocities[parent] + du
+                dai = d_accelerations[parent] + da[k] * s + cross_motion(dvi, u) + cross_motion(vi, du)
+                df[i] = (
+                    cross_force(dvi, h)
+                    + cross_force(vi, inertia_apply(p, dvi))
+                    + inertia_apply(p, dai)
+                )
             d_velocities[i] = dvi
             d_accelerations[i] = dai
-            df[i] = (
-                turned_a
-                + inertia_apply(p, dai)
-                + cross_force(dvi, h)
-                + cross_force(vi, turned_h + inertia_apply(p, dvi))
-            )
     for link in range(len(frames)):
         force = forces[link]
         d_force = dforces[link]
@@ -360,12 +383,12 @@ def rnea_tangent(
     dq: Any, dv: Any, da: Any, dforces: Any,
 ):  # fmt: skip
     """The tangent of `rnea` (see `rnea_tangent_at`)."""
-    positions, quaternions, motions, inertias, velocities, accelerations, subtree, g = (
+    positions, quaternions, motions, inertias, velocities, accelerations, subtree, g, h, ia = (
         rnea_state(q, v, a, forces, bodies, frames, scale)
     )
     return rnea_tangent_at(
         q, v, a, forces, bodies, frames, positions, quaternions, motions, inertias,
-        velocities, accelerations, subtree, g, dq, dv, da, dforces, 0,
+        velocities, accelerations, subtree, g, h, ia, dq, dv, da, dforces, 0,
     )  # fmt: skip
 
 
@@ -377,7 +400,7 @@ def rnea_vjp(
     tangent space, len(v) components), v, a and the external forces."""
     n = len(bodies)
     base = floating(q, v)
-    positions, quaternions, motions, inertias, velocities, accelerations, subtree, g = (
+    positions, quaternions, motions, inertias, velocities, accelerations, subtree, g, momenta, pushes = (
         rnea_state(q, v, a, forces, bodies, frames, scale)
     )
     pulls = type(motions)()  # Λ_i, the cotangent of f_i
@@ -410,7 +433,7 @@ def rnea_vjp(
         vi = velocities[i]
         ai = accelerations[i]
         pull = pulls[i]
-        h = inertia_apply(p, vi)
+        h = momenta[i]
         i_pull = inertia_apply(p, pull)
         # f_i = I a + v ×* I v, its I turned by w_i
         ga = g_accelerations[i] + i_pull
@@ -418,7 +441,7 @@ def rnea_vjp(
         crossed = -cross_motion(vi, pull)
         gw = (
             g_turns[i]
-            - cross_force(pull, inertia_apply(p, ai))
+            - cross_force(pull, pushes[i])
             - cross_force(ai, i_pull)
             - cross_force(crossed, h)
             - cross_force(vi, inertia_apply(p, crossed))
@@ -441,7 +464,7 @@ def rnea_vjp(
     ga = g_accelerations[0] + inertia_apply(p, pull)
     gv = (
         g_velocities[0]
-        - cross_force(pull, inertia_apply(p, v0))
+        - cross_force(pull, momenta[0])
         - inertia_apply(p, cross_motion(v0, pull))
     )
     g_root = spatial(type(g)(), wp.cross(g, linear(ga)))
