@@ -250,9 +250,9 @@ def pinocchio_cpp(binary: Path, robot: Robot, count: int = 1000, repeats: int = 
 
 
 def model_description(model) -> str:
-    """The model, one joint a line, as `pinocchio_loop.cpp` reads it (Pinocchio's joint
-    types RX, RY, RZ, PX, PY, PZ and their unaligned forms as a revolute or prismatic joint
-    about their axis: the same motion, and the same algorithms)."""
+    """The model, one joint a line, as `pinocchio_loop.cpp` reads it: the same joint
+    types as Pinocchio's Python model (the free flyer, RX ... PZ, and the unaligned
+    revolute and prismatic joints with their axis)."""
     lines = []
     for j in range(1, model.njoints):
         joint, placement, inertia = model.joints[j], model.jointPlacements[j], model.inertias[j]
@@ -260,8 +260,7 @@ def model_description(model) -> str:
         if name == "JointModelFreeFlyer":
             kind, axis = "FreeFlyer", np.zeros(3)
         elif name[-2:] in ("RX", "RY", "RZ", "PX", "PY", "PZ"):
-            kind = "Revolute" if name[-2] == "R" else "Prismatic"
-            axis = np.eye(3)["XYZ".index(name[-1])]
+            kind, axis = name[-2:], np.zeros(3)
         elif name in ("JointModelRevoluteUnaligned", "JointModelPrismaticUnaligned"):
             kind = "Revolute" if "Revolute" in name else "Prismatic"
             axis = np.asarray(joint.axis)
@@ -354,16 +353,18 @@ def table(records) -> str:
         "| robot (nv) | function | batch | xform ns/config | Pinocchio C++ ns/call | "
         "Pinocchio Python ns/call | vs C++ | vs Python |\n|---|---|---:|---:|---:|---:|---:|---:|\n"
     )
-    rows = []
-    for r in records:
-        cpp, py = r.get("pinocchio c++ ns per call"), r.get("pinocchio python ns per call")
-        rows.append(
-            f"| {r['robot']} ({r['nv']}) | {r['function']} | {r['size']:,} | "
-            f"{r['xform ns per configuration']:,.0f} | {f'{cpp:,.0f}' if cpp else '-'} | "
-            f"{f'{py:,.0f}' if py else '-'} | "
-            f"{f'{r['ratio c++']:.2f}x' if r.get('ratio c++') else '-'} | "
-            f"{f'{r['ratio python']:.2f}x' if r.get('ratio python') else '-'} |"
-        )
+
+    def number(value, form):
+        return form.format(value) if value else "-"
+
+    rows = [
+        f"| {r['robot']} ({r['nv']}) | {r['function']} | {r['size']:,} | "
+        f"{r['xform ns per configuration']:,.0f} | "
+        f"{number(r.get('pinocchio c++ ns per call'), '{:,.0f}')} | "
+        f"{number(r.get('pinocchio python ns per call'), '{:,.0f}')} | "
+        f"{number(r.get('ratio c++'), '{:.2f}x')} | {number(r.get('ratio python'), '{:.2f}x')} |"
+        for r in records
+    ]
     return head + "\n".join(rows)
 
 

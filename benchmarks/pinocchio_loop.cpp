@@ -3,7 +3,7 @@
 //   pinocchio_loop MODEL STATES N REPEATS
 // MODEL describes the model that Pinocchio's Python bindings built from the URDF, one joint
 // a line (benchmarks/dynamics.py writes it: the pip wheels ship no headers for the C++
-// URDF parser): its type, parent, placement (translation, rotation row by row), axis,
+// URDF parser): its type (FreeFlyer, RX ... PZ, or Revolute / Prismatic about an axis), parent, placement (translation, rotation row by row), axis,
 // and the inertia it carries (mass, centre of mass, rotational inertia about it, row by
 // row). STATES holds N states (q, v, a, tau in Pinocchio's layout, float64, one after the other);
 // prints one line per algorithm: its name and the median time of one call in nanoseconds.
@@ -59,6 +59,18 @@ int main(int argc, char** argv) {
     pinocchio::JointIndex id;
     if (type == "FreeFlyer")
       id = model.addJoint(parent, pinocchio::JointModelFreeFlyer(), placement, type);
+    else if (type == "RX")
+      id = model.addJoint(parent, pinocchio::JointModelRX(), placement, type);
+    else if (type == "RY")
+      id = model.addJoint(parent, pinocchio::JointModelRY(), placement, type);
+    else if (type == "RZ")
+      id = model.addJoint(parent, pinocchio::JointModelRZ(), placement, type);
+    else if (type == "PX")
+      id = model.addJoint(parent, pinocchio::JointModelPX(), placement, type);
+    else if (type == "PY")
+      id = model.addJoint(parent, pinocchio::JointModelPY(), placement, type);
+    else if (type == "PZ")
+      id = model.addJoint(parent, pinocchio::JointModelPZ(), placement, type);
     else if (type == "Revolute")
       id = model.addJoint(parent, pinocchio::JointModelRevoluteUnaligned(direction), placement, type);
     else if (type == "Prismatic")
@@ -95,10 +107,10 @@ int main(int argc, char** argv) {
     sink += data.dtau_dq(0, 0);
   }));
   std::printf("aba %.1f\n", median_ns(n, repeats, [&](int i) {
-    sink += pinocchio::aba(model, data, q[i], v[i], tau[i], pinocchio::Convention::WORLD)[0];
+    sink += pinocchio::aba(model, data, q[i], v[i], tau[i])[0];
   }));
   std::printf("crba %.1f\n", median_ns(n, repeats, [&](int i) {
-    sink += pinocchio::crba(model, data, q[i], pinocchio::Convention::WORLD)(0, 0);
+    sink += pinocchio::crba(model, data, q[i])(0, 0);
   }));
   std::printf("aba_derivatives %.1f\n", median_ns(n, repeats, [&](int i) {
     pinocchio::computeABADerivatives(model, data, q[i], v[i], tau[i]);
