@@ -3,7 +3,7 @@ Pinocchio, float64.
 
     python -m benchmarks.dynamics [--sizes 1 100 10000 1000000] [--robots panda solo12 talos]
         [--functions rnea rnea_derivatives aba crba aba_derivatives] [--device cpu|cuda]
-        [--budget 0.5] [--out DIR]
+        [--budget 0.5] [--out DIR] [--eigen DIR] [--no-cpp] [--robots-dir DIR] [--stash DIR]
 
 Per robot, function and batch size (configurations): xform's time per call (one op call
 on NumPy arrays on the CPU, its launch split over the cores; on `--device cuda`, on torch
@@ -291,7 +291,11 @@ def timed(run, budget: float) -> float:
 def measure(args) -> list[dict]:
     rng = np.random.default_rng(0)
     largest = max(args.sizes)
-    binary = None if args.device != "cpu" else build_pinocchio_loop(eigen_include(args.eigen), Path(args.out))
+    where = Path(tempfile.gettempdir()) / "xform_pinocchio_loop"  # a build, not a result
+    where.mkdir(exist_ok=True)
+    binary = None
+    if args.device == "cpu" and not args.no_cpp:
+        binary = build_pinocchio_loop(eigen_include(args.eigen), where)
     measured_here = {}  # on a GPU: Pinocchio's C++ times measured on the CPU, committed
     if args.device != "cpu" and (ROOT / "dynamics.json").is_file():
         for r in json.loads((ROOT / "dynamics.json").read_text())["records"]:
@@ -414,6 +418,7 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--budget", type=float, default=0.5, help="seconds per measurement")
     parser.add_argument("--memory", type=float, default=2e9, help="largest results, bytes")
     parser.add_argument("--eigen", default=None, help="Eigen's include folder (for the C++ loop)")
+    parser.add_argument("--no-cpp", action="store_true", help="skip Pinocchio's C++ loop")
     parser.add_argument("--out", default=str(ROOT))
     parser.add_argument("--robots-dir", default=None, help="URDFs as --stash writes them")
     parser.add_argument(

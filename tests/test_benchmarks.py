@@ -143,3 +143,22 @@ def test_jax_calls_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):
     assert all(r["native ratio"] > 0 and r["callback ratio"] > 0 for r in rows)
     saved = json.loads((tmp_path / "jax_calls.json").read_text())
     assert saved["native path available"] and saved["loop"]
+
+
+def test_dynamics_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):
+    """benchmarks/dynamics.py on one robot and one function at batch 1 (without the C++
+    loop, whose build takes minutes), and its --stash's URDFs."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    pytest.importorskip("pinocchio")
+    from benchmarks.dynamics import main, urdf_text
+
+    args = ["--sizes", "1", "2", "--robots", "panda", "--functions", "rnea", "--budget", "0"]
+    records = main([*args, "--no-cpp", "--out", str(tmp_path)])
+    assert [(r["robot"], r["function"], r["size"]) for r in records] == [
+        ("panda", "rnea", 1), ("panda", "rnea", 2)
+    ]  # fmt: skip
+    assert all(r["xform ns per configuration"] > 0 and r["ratio python"] > 0 for r in records)
+    saved = json.loads((tmp_path / "dynamics.json").read_text())
+    assert len(saved["records"]) == 2
+    text, floating = urdf_text("panda")
+    assert "<mimic" not in text and not floating
