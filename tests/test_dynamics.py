@@ -490,8 +490,12 @@ def test_bad_calls_raise_naming_the_argument(tree):
     with pytest.raises(ValueError, match="unknown call"):
         tree.dynamics_op("aba")
     torch = pytest.importorskip("torch")
-    with pytest.raises(TypeError, match="pass every array in one framework"):
-        tree.inverse_dynamics(torch.zeros(nq, dtype=torch.float64), v, v)
+    # NumPy joins a framework's arrays; two frameworks do not mix
+    tau = tree.inverse_dynamics(torch.zeros(nq, dtype=torch.float64), v, v)
+    assert isinstance(tau, torch.Tensor)
+    jnp = pytest.importorskip("jax.numpy")
+    with pytest.raises(TypeError, match="pass the arrays in one framework"):
+        tree.inverse_dynamics(torch.zeros(nq, dtype=torch.float64), jnp.zeros(nv), v)
 
 
 def test_malformed_tables_by_hand_stay_in_bounds(rng):

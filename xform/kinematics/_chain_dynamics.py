@@ -11,6 +11,21 @@ from . import _dynamics
 from ._inertia import Dynamics
 
 
+def _joined(*arrays) -> list:
+    """NumPy arrays among PyTorch or JAX ones as arrays of that framework, on its device,
+    in their own dtype (constants of a JAX trace under one)."""
+    kinds = [None if x is None else _frameworks.kind(x) for x in arrays]
+    target = next((k for k in ("torch", "jax") if k in kinds), None)
+    if target is None:
+        return list(arrays)
+    framework = _frameworks.FRAMEWORKS[target]
+    like = arrays[kinds.index(target)]
+    return [
+        framework.constant(x, like, _frameworks.float_name(x.dtype)) if k == "numpy" else x
+        for x, k in zip(arrays, kinds)
+    ]
+
+
 class ChainDynamics:
     """The dynamics half of `Chain` (its methods are documented there)."""
 
@@ -117,6 +132,7 @@ class ChainDynamics:
         if not checked:
             self._check_dynamics(name, q, v, third, external_forces)
         op = self._dynamics_ops[name]
+        q, v, third, external_forces = _joined(q, v, third, external_forces)
         args = self._arguments(name, q, v, third, external_forces)
         adapter = op.adapters.get(_frameworks.kind(q))
         return adapter(*args) if adapter is not None else _dispatch.apply(op, args)
@@ -173,12 +189,15 @@ class ChainDynamics:
                     f"{type(value).__module__}.{type(value).__qualname__}; expected a NumPy, "
                     "Warp, PyTorch or JAX array"
                 )
-            if kind is not None and this != kind:
+            pair = {this, kind}
+            if kind is not None and len(pair) == 2 and ("numpy" not in pair or "warp" in pair):
                 raise TypeError(
-                    f"xform.kinematics.Chain.{function}: {name} is a {this} array and q a "
-                    f"{kind} one; pass every array in one framework"
+                    f"xform.kinematics.Chain.{function}: {name} is a {this} array among "
+                    f"{kind} ones; pass the arrays in one framework (NumPy arrays may join "
+                    "PyTorch or JAX ones)"
                 )
-            kind = this
+            if this != "numpy" or kind is None:
+                kind = this
             shape = tuple(value.shape)
             element, what = expected[name]
             if shape[len(shape) - len(element) :] != element or len(shape) < len(element):
