@@ -7,8 +7,8 @@ The "real" robot is Panda's URDF with one more link, a 1.3 kg payload fixed to i
 random poses, plus 1 mNm of noise, are the measurements. The model is the Panda without
 the payload, holding an unknown wrench: the payload's weight `m g`, seen in the hand's
 frame (its rotation from `forward_kinematics`) and applied at the centre of mass `c`, an
-external force of `Chain.inverse_dynamics`. Adam fits `m` and `h = m c` (in which the
-torques are linear) to the measured torques; the gradients flow through the inverse
+external force of `Chain.inverse_dynamics`. Adam fits `m` and `c` to the measured
+torques; the gradients flow through the inverse
 dynamics' closed-form VJP (into the external forces) and the forward kinematics'.
 
 Prints the fitted payload and exits non-zero unless both frameworks find it to 1 g and
@@ -55,14 +55,15 @@ loaded = Chain.from_urdf(text.replace("</robot>", PAYLOAD))
 HAND = chain.link_names.index("panda_hand")
 gravity = np.array(chain.gravity)
 
+STEPS = 600
 rng = np.random.default_rng(0)
 poses = rng.uniform(-2.0, 2.0, (200, chain.dof))
 measured = loaded.gravity_torques(poses) + 1e-3 * rng.normal(size=(200, chain.dof))
 print(f"measured torques at {len(poses)} poses of {chain.dof} coordinates")
 
 
-def report(name, mass, moment) -> bool:
-    centre = np.asarray(moment) / float(mass)
+def report(name, mass, centre) -> bool:
+    centre = np.asarray(centre)
     ok = abs(float(mass) - MASS) < 1e-3 and np.abs(centre - CENTRE).max() < 1e-4
     print(
         f"{name}: mass {float(mass):.4f} kg (true {MASS}), centre {np.round(centre, 5)} m "
@@ -78,13 +79,13 @@ hand = chain.forward_kinematics(q, links=["panda_hand"]).quaternion[:, 0]
 rotations = xform.quaternion_to_matrix(hand)  # (n, 3, 3): the hand's frame in the base's
 zero = torch.zeros(len(poses), chain.dof, dtype=torch.float64)
 mass = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
-moment = torch.zeros(3, dtype=torch.float64, requires_grad=True)
-optimizer = torch.optim.Adam([mass, moment], lr=0.02)
-schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, 1500)
-for step in range(1501):
+centre = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+optimizer = torch.optim.Adam([mass, centre], lr=0.02)
+schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, STEPS)
+for step in range(STEPS + 1):
     optimizer.zero_grad()
     force = torch.einsum("nji,j->ni", rotations, mass * torch.from_numpy(gravity))
-    torque = torch.linalg.cross(moment.expand_as(force), force)
+    torque = torch.linalg.cross(centre.expand_as(force), force)
     wrench = torch.cat([force, torque], -1)
     forces = torch.zeros(len(poses), chain.n_links, 6, dtype=torch.float64)
     forces[:, HAND] = wrench
@@ -92,9 +93,9 @@ for step in range(1501):
     loss.backward()
     optimizer.step()
     schedule.step()
-    if step % 500 == 0:
+    if step % 200 == 0:
         print(f"torch step {step:4d}: loss {loss.item():.3e}")
-torch_ok = report("PyTorch", mass.detach(), moment.detach().numpy())
+torch_ok = report("PyTorch", mass.detach(), centre.detach().numpy())
 
 # --- JAX ------------------------------------------------------------------------------------
 q = jnp.asarray(poses)
@@ -105,9 +106,9 @@ zero = jnp.zeros((len(poses), chain.dof))
 
 
 def loss(parameters):
-    mass, moment = parameters[0], parameters[1:]
+    mass, centre = parameters[0], parameters[1:]
     force = jnp.einsum("nji,j->ni", rotations, mass * gravity)
-    wrench = jnp.concatenate([force, jnp.cross(moment, force)], -1)
+    wrench = jnp.concatenate([force, jnp.cross(centre, force)], -1)
     forces = jnp.zeros((len(poses), chain.n_links, 6)).at[:, HAND].set(wrench)
     return ((chain.inverse_dynamics(q, zero, zero, forces) - target) ** 2).mean()
 
@@ -116,7 +117,7 @@ def loss(parameters):
 def step(parameters, first, second, t):
     """One Adam step (the update rule written out: no optimiser library needed)."""
     value, gradient = jax.value_and_grad(loss)(parameters)
-    rate = 0.02 * 0.5 * (1 + jnp.cos(jnp.pi * t / 1500))
+    rate = 0.02 * 0.5 * (1 + jnp.cos(jnp.pi * t / STEPS))
     first = 0.9 * first + 0.1 * gradient
     second = 0.999 * second + 0.001 * gradient**2
     corrected = first / (1 - 0.9 ** (t + 1)), second / (1 - 0.999 ** (t + 1))
@@ -125,9 +126,9 @@ def step(parameters, first, second, t):
 
 parameters = jnp.array([1.0, 0.0, 0.0, 0.0])
 first = second = jnp.zeros(4)
-for t in range(1501):
+for t in range(STEPS + 1):
     parameters, first, second, value = step(parameters, first, second, t)
-    if t % 500 == 0:
+    if t % 200 == 0:
         print(f"jax step {t:4d}: loss {float(value):.3e}")
 jax_ok = report("JAX", parameters[0], np.asarray(parameters[1:]))
 sys.exit(0 if torch_ok and jax_ok else 1)

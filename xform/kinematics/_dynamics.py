@@ -19,9 +19,10 @@ included, which is read normalised):
   tangent is `M^-1 (dtau - dRNEA(q, v, a)[dq, dv, df])`, its VJP `λ = M^-1 g` and then
   `-RNEA_vjp(λ)` for q, v and the forces, `λ` for tau;
 - the partials: `dtau/dq` and `dtau/dv` column by column from the RNEA tangent, and
-  `da/dq = -M^-1 dtau/dq`, `da/dv = -M^-1 dtau/dv` at `a = FD(q, v, tau)`.
-
-The partials' own derivatives are Warp's adjoint of these functions (exact, once).
+  `da/dq = -M^-1 dtau/dq`, `da/dv = -M^-1 dtau/dv` at `a = FD(q, v, tau)`. They are
+  marked not differentiable: their derivatives are the functions' second derivatives,
+  which the functions themselves give (and Warp's adjoint of the column sweeps, unrolled,
+  took half an hour to compile for a tree of 8 bodies).
 """
 
 from __future__ import annotations
@@ -372,7 +373,7 @@ def dynamics_op(call: str, n_bodies: int, n_links: int, nq: int, nv: int) -> Op:
         {name: (nv,) * rank for name, rank in results.items()},
         tangent=tangent,
         vjp=vjp,
-        differentiable=names,
+        differentiable=names if tangent is not None else (),
         work=16.0 * n_bodies * (nv if len(results) > 1 else 1),
         max_unroll=1,
         doc=f"{doc} (xform.kinematics.Chain.{call}).",
