@@ -22,7 +22,7 @@ both compute the same 9 coordinates; Solo-12 and Talos float (a free-flyer root)
 
 Sizes whose results would take more than `--memory` bytes are skipped (Talos' partials at
 1M configurations are 35 GB), and Pinocchio's Python loop stops at 10,000 configurations
-(its time per configuration does not depend on the batch). Writes `dynamics.json` to the
+(its time per configuration does not depend on the batch). Writes `results_dynamics.json` to the
 output folder and prints a table: ns per configuration and the ratios (Pinocchio's time
 over xform's; above 1, xform is faster).
 """
@@ -297,8 +297,8 @@ def measure(args) -> list[dict]:
     if args.device == "cpu" and not args.no_cpp:
         binary = build_pinocchio_loop(eigen_include(args.eigen), where)
     measured_here = {}  # on a GPU: Pinocchio's C++ times measured on the CPU, committed
-    if args.device != "cpu" and (ROOT / "dynamics.json").is_file():
-        for r in json.loads((ROOT / "dynamics.json").read_text())["records"]:
+    if args.device != "cpu" and (ROOT / "results_dynamics.json").is_file():
+        for r in json.loads((ROOT / "results_dynamics.json").read_text())["records"]:
             measured_here[(r["robot"], r["function"])] = r.get("pinocchio c++ ns per call")
     records = []
     folder = Path(args.robots_dir) if args.robots_dir else None
@@ -433,7 +433,7 @@ def main(argv=None) -> list[dict]:
         return []
     Path(args.out).mkdir(parents=True, exist_ok=True)
     records = measure(args)
-    name = "dynamics.json" if args.device == "cpu" else "dynamics_cuda.json"
+    name = "results_dynamics.json" if args.device == "cpu" else "results_dynamics_cuda.json"
     (Path(args.out) / name).write_text(
         json.dumps({"machine": machine(args.device), "records": records}, indent=1) + "\n"
     )

@@ -8,7 +8,7 @@
 #      ABA (forward dynamics), its derivatives and CRBA at 1, 100, 10k and 1M
 #      configurations, float64, with the bytes each call moves (GB/s, against the H200's
 #      4.8 TB/s) and the ratio to Pinocchio's single-thread C++ loop as measured on the CPU
-#      (benchmarks/dynamics.json, committed).
+#      (benchmarks/results_dynamics.json, committed).
 # Before, here on the CPU (no device time):
 #   bash ../shared/hooks/gpu/pack.sh                       # warp-lang, .gpu/a and .gpu/b
 #   python -m benchmarks.dynamics --stash .gpu/dyn         # URDFs + sm_90 kernels (NVRTC)
@@ -40,9 +40,9 @@ step bench_dynamics 330 python3 -m benchmarks.dynamics --device cuda $robots \
 python3 - "$OUT" <<'EOF' | tee -a "$summary"
 import json, sys
 from pathlib import Path
-path = Path(sys.argv[1]) / "dynamics_cuda.json"
+path = Path(sys.argv[1]) / "results_dynamics_cuda.json"
 if not path.is_file():
-    sys.exit("no dynamics_cuda.json: see bench_dynamics.log")
+    sys.exit("no results_dynamics_cuda.json: see bench_dynamics.log")
 for r in json.loads(path.read_text())["records"]:
     if r["size"] != 1_000_000:
         continue

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -56,29 +57,23 @@ int main(int argc, char** argv) {
     const Eigen::Vector3d translation = Eigen::Map<Eigen::Vector3d>(t);
     const pinocchio::SE3 placement(rotation, translation);
     Eigen::Vector3d direction = Eigen::Map<Eigen::Vector3d>(axis);
-    pinocchio::JointIndex id;
-    if (type == "FreeFlyer")
-      id = model.addJoint(parent, pinocchio::JointModelFreeFlyer(), placement, type);
-    else if (type == "RX")
-      id = model.addJoint(parent, pinocchio::JointModelRX(), placement, type);
-    else if (type == "RY")
-      id = model.addJoint(parent, pinocchio::JointModelRY(), placement, type);
-    else if (type == "RZ")
-      id = model.addJoint(parent, pinocchio::JointModelRZ(), placement, type);
-    else if (type == "PX")
-      id = model.addJoint(parent, pinocchio::JointModelPX(), placement, type);
-    else if (type == "PY")
-      id = model.addJoint(parent, pinocchio::JointModelPY(), placement, type);
-    else if (type == "PZ")
-      id = model.addJoint(parent, pinocchio::JointModelPZ(), placement, type);
+    static const std::map<std::string, pinocchio::JointModel> aligned = {
+        {"FreeFlyer", pinocchio::JointModelFreeFlyer()}, {"RX", pinocchio::JointModelRX()},
+        {"RY", pinocchio::JointModelRY()}, {"RZ", pinocchio::JointModelRZ()},
+        {"PX", pinocchio::JointModelPX()}, {"PY", pinocchio::JointModelPY()},
+        {"PZ", pinocchio::JointModelPZ()}};
+    pinocchio::JointModel joint;
+    if (aligned.count(type))
+      joint = aligned.at(type);
     else if (type == "Revolute")
-      id = model.addJoint(parent, pinocchio::JointModelRevoluteUnaligned(direction), placement, type);
+      joint = pinocchio::JointModelRevoluteUnaligned(direction);
     else if (type == "Prismatic")
-      id = model.addJoint(parent, pinocchio::JointModelPrismaticUnaligned(direction), placement, type);
+      joint = pinocchio::JointModelPrismaticUnaligned(direction);
     else {
       std::fprintf(stderr, "joint type %s: not in this loop\n", type.c_str());
       return 2;
     }
+    const pinocchio::JointIndex id = model.addJoint(parent, joint, placement, type);
     const Eigen::Matrix3d rotational = Eigen::Map<Eigen::Matrix<double, 3, 3, Eigen::RowMajor>>(inertia);
     const Eigen::Vector3d centre = Eigen::Map<Eigen::Vector3d>(c);
     model.appendBodyToJoint(id, pinocchio::Inertia(mass, centre, rotational));

@@ -158,7 +158,7 @@ def test_dynamics_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):
         ("panda", "rnea", 1), ("panda", "rnea", 2)
     ]  # fmt: skip
     assert all(r["xform ns per configuration"] > 0 and r["ratio python"] > 0 for r in records)
-    saved = json.loads((tmp_path / "dynamics.json").read_text())
+    saved = json.loads((tmp_path / "results_dynamics.json").read_text())
     assert len(saved["records"]) == 2
     text, floating = urdf_text("panda")
     assert "<mimic" not in text and not floating
