@@ -93,7 +93,11 @@ class Robot:
         q = rng.uniform(-1.0, 1.0, (size, chain.nq))
         if floating:
             q[:, 3:7] /= np.linalg.norm(q[:, 3:7], axis=1, keepdims=True)
-        self.q, self.v, self.a = q, rng.normal(size=(size, chain.nv)), rng.normal(size=(size, chain.nv))
+        self.q, self.v, self.a = (
+            q,
+            rng.normal(size=(size, chain.nv)),
+            rng.normal(size=(size, chain.nv)),
+        )
         self.tau = self._torques(device)
         if device != "cpu":  # Pinocchio runs on the CPU only
             return
@@ -207,7 +211,11 @@ def build_pinocchio_loop(eigen: Path | None, where: Path) -> Path | None:
     """benchmarks/pinocchio_loop.cpp built against the pip wheels' Pinocchio, or None
     (and why, printed) where no g++ or no Eigen headers are found."""
     prefix = next(
-        (Path(b) / "cmeel.prefix" for b in site.getsitepackages() if (Path(b) / "cmeel.prefix/include/pinocchio").is_dir()),
+        (
+            Path(b) / "cmeel.prefix"
+            for b in site.getsitepackages()
+            if (Path(b) / "cmeel.prefix/include/pinocchio").is_dir()
+        ),
         None,
     )
     compiler = shutil.which("g++")
@@ -224,7 +232,8 @@ def build_pinocchio_loop(eigen: Path | None, where: Path) -> Path | None:
         "-DNDEBUG",
     ]  # fmt: skip
     command = [
-        compiler, "-O3", "-march=native", "-std=c++17", *defines, f"-I{eigen}", f"-I{prefix / 'include'}",
+        compiler, "-O3", "-march=native", "-std=c++17", *defines, f"-I{eigen}",
+        f"-I{prefix / 'include'}",
         str(source), "-o", str(binary), f"-L{prefix / 'lib'}", "-lpinocchio_default",
         f"-Wl,-rpath,{prefix / 'lib'}",
     ]  # fmt: skip
@@ -314,10 +323,14 @@ def measure(args) -> list[dict]:
             python_ns = None
             if args.device == "cpu":
                 count = min(largest, 1000)
-                python_ns = timed(pinocchio_python(robot, function, count), args.budget) / count * 1e9
+                python_ns = (
+                    timed(pinocchio_python(robot, function, count), args.budget) / count * 1e9
+                )
             for size in args.sizes:
                 if size * result_bytes(robot, function) > args.memory:
-                    print(f"{name} {function} {size}: skipped (results over {args.memory:.1e} bytes)")
+                    print(
+                        f"{name} {function} {size}: skipped (results over {args.memory:.1e} bytes)"
+                    )
                     continue
                 seconds = timed(xform_runner(robot, function, size, args.device), args.budget)
                 per = seconds / size * 1e9
@@ -399,14 +412,14 @@ def stash(folder: Path, robots, functions) -> None:
 
 
 def machine(device: str) -> str:
-    import warp as wp
-
     import pinocchio
+    import warp as wp
 
     where = f"{platform.machine()}, {os.cpu_count()} CPU cores"
     if device != "cpu":
         where = f"{wp.get_device(device).name} ({device}), {where}"
-    return f"{where}, Python {platform.python_version()}, warp {wp.config.version}, pinocchio {pinocchio.__version__}, float64"
+    versions = f"warp {wp.config.version}, pinocchio {pinocchio.__version__}"
+    return f"{where}, Python {platform.python_version()}, {versions}, float64"
 
 
 def main(argv=None) -> list[dict]:

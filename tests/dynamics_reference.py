@@ -100,7 +100,9 @@ class PinocchioReference:
             if body == 0:
                 joint = 1
             else:
-                joint = self.model.getJointId(self.chain.link_joints[self.chain.link_names.index(names[body])])
+                joint = self.model.getJointId(
+                    self.chain.link_joints[self.chain.link_names.index(names[body])]
+                )
             out[joint] = out[joint] + pin.Force(f, torque)
         return out
 

@@ -66,9 +66,9 @@ def test_pinocchio_gradient_peer_computes_xforms_gradient(monkeypatch):
         pytest.importorskip(module)
     import numpy as np
     import torch
-    import xform.backends.torch as xt
 
     import xform
+    import xform.backends.torch as xt
     from benchmarks.kinematics import PinocchioGradient, panda_urdf, with_mimic_finger
 
     path = panda_urdf()

@@ -29,6 +29,7 @@ from xform._op import Product
 try:
     import torch
     import torch.func
+
     import xform.backends.torch as xt
 except ImportError:
     torch = None

@@ -238,7 +238,10 @@ def test_float32_within_its_rounding(tree, rng):
     for name in FUNCTIONS + ("bias_forces", "gravity_torques"):
         args = (q, v, tree.inverse_dynamics(q, v, a) if name == "forward_dynamics" else a, forces)
         if name == "bias_forces":
-            want, got = tree.bias_forces(q, v), tree.bias_forces(q.astype(np.float32), v.astype(np.float32))
+            want, got = (
+                tree.bias_forces(q, v),
+                tree.bias_forces(q.astype(np.float32), v.astype(np.float32)),
+            )
         elif name == "gravity_torques":
             want, got = tree.gravity_torques(q), tree.gravity_torques(q.astype(np.float32))
         else:
@@ -253,7 +256,9 @@ def test_batches_0d_broadcast_empty(tree, rng):
     q, v, a, forces = inputs(tree, rng, (2, 3))
     tau = tree.inverse_dynamics(q, v, a, forces)
     assert tau.shape == (2, 3, tree.nv)
-    np.testing.assert_array_equal(tree.inverse_dynamics(q[1, 2], v[1, 2], a[1, 2], forces[1, 2]), tau[1, 2])
+    np.testing.assert_array_equal(
+        tree.inverse_dynamics(q[1, 2], v[1, 2], a[1, 2], forces[1, 2]), tau[1, 2]
+    )
     assert tree.mass_matrix(q[0, 0]).shape == (tree.nv, tree.nv)
     # one q for many v and a; one force set for every configuration
     shared = tree.inverse_dynamics(q[0, :1], v[0], a[0], forces[0, 0])
@@ -262,7 +267,10 @@ def test_batches_0d_broadcast_empty(tree, rng):
             shared[b], tree.inverse_dynamics(q[0, 0], v[0, b], a[0, b], forces[0, 0]), atol=1e-13
         )
     empty = np.zeros((0, tree.nq))
-    assert tree.inverse_dynamics(empty, np.zeros((0, tree.nv)), np.zeros((0, tree.nv))).shape == (0, tree.nv)
+    assert tree.inverse_dynamics(empty, np.zeros((0, tree.nv)), np.zeros((0, tree.nv))).shape == (
+        0,
+        tree.nv,
+    )
     assert tree.mass_matrix(empty).shape == (0, tree.nv, tree.nv)
     derivatives = tree.forward_dynamics_derivatives(q[0, 0], v[0, 0], tau[0, 0])
     assert [d.shape for d in derivatives] == [(tree.nv, tree.nv)] * 3
@@ -299,7 +307,11 @@ def test_near_singular_configurations(rng):
         reference = PinocchioReference(chain, TREE)
         _, v, a = random_state(chain, rng)
         for joints in (np.zeros(chain.dof), np.full(chain.dof, np.pi), np.full(chain.dof, 1e-9)):
-            q = np.concatenate([[0.1, -0.2, 0.3, 0.0, 1.0, 0.0, 0.0], joints]) if floating else joints
+            q = (
+                np.concatenate([[0.1, -0.2, 0.3, 0.0, 1.0, 0.0, 0.0], joints])
+                if floating
+                else joints
+            )
             tau = chain.inverse_dynamics(q, v, a)
             assert relative(tau, reference.inverse_dynamics(q, v, a)) < 1e-12
             assert relative(chain.mass_matrix(q), reference.mass_matrix(q)) < 1e-12
@@ -313,13 +325,18 @@ def test_torch_autograd_gradcheck_func_and_compile(tree, rng):
     torch = pytest.importorskip("torch")
     q, v, a, forces = (torch.tensor(x, requires_grad=True) for x in inputs(tree, rng, (2,)))
     assert torch.autograd.gradcheck(
-        lambda q, v, a, f: tree.inverse_dynamics(q, v, a, f), (q, v, a, forces), check_forward_ad=True
+        lambda q, v, a, f: tree.inverse_dynamics(q, v, a, f),
+        (q, v, a, forces),
+        check_forward_ad=True,
     )
     assert torch.autograd.gradcheck(lambda q: tree.mass_matrix(q), (q,), check_forward_ad=True)
     tau = tree.inverse_dynamics(q, v, a).detach().requires_grad_(True)
     assert torch.autograd.gradcheck(
-        lambda q, v, t, f: tree.forward_dynamics(q, v, t, f), (q, v, tau, forces), check_forward_ad=True
+        lambda q, v, t, f: tree.forward_dynamics(q, v, t, f),
+        (q, v, tau, forces),
+        check_forward_ad=True,
     )
+
     # torch.func: grad of a loss, vmapped
     def loss(q, v, a):
         return (tree.inverse_dynamics(q, v, a) ** 2).sum() + tree.mass_matrix(q).trace()
@@ -371,10 +388,14 @@ def test_torch_second_derivatives(name, rng):
     if name == "mass_matrix":
         assert torch.autograd.gradgradcheck(chain.mass_matrix, (q,))
     elif name == "inverse_dynamics":
-        assert torch.autograd.gradgradcheck(lambda q, v, a: chain.inverse_dynamics(q, v, a), (q, v, a))
+        assert torch.autograd.gradgradcheck(
+            lambda q, v, a: chain.inverse_dynamics(q, v, a), (q, v, a)
+        )
     else:
         tau = chain.inverse_dynamics(q, v, a).detach().requires_grad_(True)
-        assert torch.autograd.gradgradcheck(lambda q, v, t: chain.forward_dynamics(q, v, t), (q, v, tau))
+        assert torch.autograd.gradgradcheck(
+            lambda q, v, t: chain.forward_dynamics(q, v, t), (q, v, tau)
+        )
 
 
 def test_jax_hessian_of_inverse_dynamics(rng):
@@ -393,7 +414,7 @@ def test_jax_hessian_of_inverse_dynamics(rng):
     hessians = jax.jit(jax.vmap(jax.hessian(loss)))(q, v, a)
     gradient = jax.grad(loss)
     for b in range(2):
-        want = hessian_by_differences(lambda x: np.asarray(gradient(x, v[b], a[b])), q[b])
+        want = hessian_by_differences(lambda x, b=b: np.asarray(gradient(x, v[b], a[b])), q[b])
         np.testing.assert_allclose(hessians[b], want, atol=1e-5 * max(1, np.abs(want).max()))
 
 
@@ -407,7 +428,11 @@ def test_partials_are_marked_not_differentiable(rng):
     for result in chain.inverse_dynamics_derivatives(q, v, a):
         assert not result.requires_grad
     x = jax.numpy.asarray(q.detach().numpy())
-    gradient = jax.grad(lambda x: chain.forward_dynamics_derivatives(x, v.detach().numpy(), a.detach().numpy())[0].sum())(x)
+    gradient = jax.grad(
+        lambda x: chain.forward_dynamics_derivatives(x, v.detach().numpy(), a.detach().numpy())[
+            0
+        ].sum()
+    )(x)
     np.testing.assert_array_equal(np.asarray(gradient), 0.0)
 
 
@@ -419,12 +444,27 @@ def with_inertial(xml: str, link: str, inertial: str) -> str:
 
 
 BAD_INERTIALS = {
-    "negative mass": ('<mass value="-1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>', "mass is -1"),
-    "non-finite mass": ('<mass value="nan"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>', "mass is 'nan'"),
+    "negative mass": (
+        '<mass value="-1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>',
+        "mass is -1",
+    ),
+    "non-finite mass": (
+        '<mass value="nan"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>',
+        "mass is 'nan'",
+    ),
     "missing mass": ('<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>', "mass is None"),
-    "non-finite inertia": ('<mass value="1"/><inertia ixx="inf" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>', "ixx is 'inf'"),
-    "indefinite": ('<mass value="1"/><inertia ixx="1" ixy="2" ixz="0" iyy="1" iyz="0" izz="1"/>', "not positive semi-definite"),
-    "triangle": ('<mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="3"/>', "triangle inequality"),
+    "non-finite inertia": (
+        '<mass value="1"/><inertia ixx="inf" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>',
+        "ixx is 'inf'",
+    ),
+    "indefinite": (
+        '<mass value="1"/><inertia ixx="1" ixy="2" ixz="0" iyy="1" iyz="0" izz="1"/>',
+        "not positive semi-definite",
+    ),
+    "triangle": (
+        '<mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="3"/>',
+        "triangle inequality",
+    ),
 }
 
 
@@ -452,7 +492,9 @@ def test_massless_moving_subtree_is_an_error_for_forward_dynamics_only():
     assert np.isfinite(chain.inverse_dynamics(q, q, q)).all()
     assert np.isfinite(chain.mass_matrix(q)).all()
     for function in (chain.forward_dynamics, chain.forward_dynamics_derivatives):
-        with pytest.raises(ValueError, match="link 'slider' moves.*coordinate 'slide'.*no <inertial>"):
+        with pytest.raises(
+            ValueError, match="link 'slider' moves.*coordinate 'slide'.*no <inertial>"
+        ):
             function(q, q, q)
     floating = Chain.from_urdf(
         "<robot name='r'><link name='a'/><link name='b'/><joint name='j' type='revolute'>"

@@ -171,8 +171,12 @@ class ChainDynamics:
         names = ["q", "v", "tau" if "forward" in function else "a", "external_forces"]
         values = [q, v, third, external_forces]
         joints = ", ".join(self.joint_names)
-        root = "the root's position and quaternion [w, x, y, z], then " if self.floating_base else ""
-        twist = "the root's twist [linear, angular] in its frame, then " if self.floating_base else ""
+        root = (
+            "the root's position and quaternion [w, x, y, z], then " if self.floating_base else ""
+        )
+        twist = (
+            "the root's twist [linear, angular] in its frame, then " if self.floating_base else ""
+        )
         expected = {
             "q": ((self.nq,), f"{root}one value per joint of chain.joint_names ({joints})"),
             "v": ((self.nv,), f"{twist}one value per joint"),

@@ -221,9 +221,7 @@ def forward_dynamics_tangent(
 
 
 @wp.func
-def forward_dynamics_vjp(
-    q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any, g: Any
-):
+def forward_dynamics_vjp(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any, g: Any):
     a, lower = forward_solution(q, v, tau, forces, bodies, frames)
     pull = cholesky_solve(lower, g)
     g_q, g_v, g_a, g_forces = rnea_vjp(q, v, a, forces, bodies, frames, type(q[0])(1.0), pull)

@@ -199,7 +199,7 @@ def frame_pose(frames: Any, link: int, positions: Any, quaternions: Any):
 @wp.func
 def any_nonzero(x: Any):
     """Whether any component of a vector is not 0 (NaN included)."""
-    found = int(0)
+    found = int(0)  # noqa: UP018 (a variable, not a constant, to Warp)
     for j in range(len(x)):
         if x[j] != 0:
             found = 1
@@ -257,7 +257,18 @@ def rnea_state(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, sc
         i = n - step
         parent = row_parent(bodies[i], i)
         f[parent] = f[parent] + f[i]
-    return positions, quaternions, motions, inertias, velocities, accelerations, f, g, momenta, pushes
+    return (
+        positions,
+        quaternions,
+        motions,
+        inertias,
+        velocities,
+        accelerations,
+        f,
+        g,
+        momenta,
+        pushes,
+    )
 
 
 @wp.func
@@ -309,9 +320,9 @@ def rnea_tangent_at(
     turning = int(1 - sparse)
     if sparse != 0 and any_nonzero(dq):
         turning = 1
-    if base != 0 and sparse != 0:
-        if nonzero(root_part(dq, base)) or nonzero(dv0) or nonzero(root_part(da, base)):
-            reached[0] = 1
+    root_seeded = nonzero(root_part(dq, base)) or nonzero(dv0) or nonzero(root_part(da, base))
+    if base != 0 and sparse != 0 and root_seeded:
+        reached[0] = 1
     for i in range(1, n):
         row = bodies[i]
         parent = row_parent(row, i)
@@ -342,13 +353,20 @@ def rnea_tangent_at(
                 df[i] = (
                     cross_force(w, pushes[i])
                     + cross_force(dvi, h)
-                    + cross_force(vi, cross_force(w, h) + inertia_apply(p, dvi - cross_motion(w, vi)))
+                    + cross_force(
+                        vi, cross_force(w, h) + inertia_apply(p, dvi - cross_motion(w, vi))
+                    )
                     + inertia_apply(p, dai - cross_motion(w, accelerations[i]))
                 )
             else:
                 du = dv[k] * s
                 dvi = d_velocities[parent] + du
-                dai = d_accelerations[parent] + da[k] * s + cross_motion(dvi, u) + cross_motion(vi, du)
+                dai = (
+                    d_accelerations[parent]
+                    + da[k] * s
+                    + cross_motion(dvi, u)
+                    + cross_motion(vi, du)
+                )
                 df[i] = (
                     cross_force(dvi, h)
                     + cross_force(vi, inertia_apply(p, dvi))
@@ -393,16 +411,23 @@ def rnea_tangent(
 
 
 @wp.func
-def rnea_vjp(
-    q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, scale: Any, g_tau: Any
-):
+def rnea_vjp(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, scale: Any, g_tau: Any):
     """The VJP of `rnea` for the cotangent g_tau of tau: the cotangents of q (in the
     tangent space, len(v) components), v, a and the external forces."""
     n = len(bodies)
     base = floating(q, v)
-    positions, quaternions, motions, inertias, velocities, accelerations, subtree, g, momenta, pushes = (
-        rnea_state(q, v, a, forces, bodies, frames, scale)
-    )
+    (
+        positions,
+        quaternions,
+        motions,
+        inertias,
+        velocities,
+        accelerations,
+        subtree,
+        g,
+        momenta,
+        pushes,
+    ) = rnea_state(q, v, a, forces, bodies, frames, scale)
     pulls = type(motions)()  # Λ_i, the cotangent of f_i
     pulls[0] = root_part(g_tau, base)
     for i in range(1, n):
@@ -462,11 +487,7 @@ def rnea_vjp(
     p = inertias[0]
     v0 = velocities[0]
     ga = g_accelerations[0] + inertia_apply(p, pull)
-    gv = (
-        g_velocities[0]
-        - cross_force(pull, momenta[0])
-        - inertia_apply(p, cross_motion(v0, pull))
-    )
+    gv = g_velocities[0] - cross_force(pull, momenta[0]) - inertia_apply(p, cross_motion(v0, pull))
     g_root = spatial(type(g)(), wp.cross(g, linear(ga)))
     return (
         set_root_part(g_q, g_root, base),
@@ -493,7 +514,7 @@ def crba(q: Any, template: Any, bodies: Any):
         column = inertia_apply(inertias[i], motions[i])
         m[k, k] += wp.dot(motions[i], column)
         j = parent
-        for up in range(1, n):
+        for _up in range(1, n):
             if j > 0:
                 above = bodies[j]
                 kj = coordinate(above, template, base)
