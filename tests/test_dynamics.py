@@ -443,28 +443,20 @@ def with_inertial(xml: str, link: str, inertial: str) -> str:
     return xml.replace(f'<link name="{link}"/>', f'<link name="{link}">{inertial}</link>')
 
 
+def inertial_xml(mass="1", **moments) -> str:
+    """An <inertial>'s mass and inertia (a unit sphere's but for what is given)."""
+    values = {"ixx": "1", "ixy": "0", "ixz": "0", "iyy": "1", "iyz": "0", "izz": "1"} | moments
+    tensor = " ".join(f'{k}="{v}"' for k, v in values.items())
+    return ("" if mass is None else f'<mass value="{mass}"/>') + f"<inertia {tensor}/>"
+
+
 BAD_INERTIALS = {
-    "negative mass": (
-        '<mass value="-1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>',
-        "mass is -1",
-    ),
-    "non-finite mass": (
-        '<mass value="nan"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>',
-        "mass is 'nan'",
-    ),
-    "missing mass": ('<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>', "mass is None"),
-    "non-finite inertia": (
-        '<mass value="1"/><inertia ixx="inf" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>',
-        "ixx is 'inf'",
-    ),
-    "indefinite": (
-        '<mass value="1"/><inertia ixx="1" ixy="2" ixz="0" iyy="1" iyz="0" izz="1"/>',
-        "not positive semi-definite",
-    ),
-    "triangle": (
-        '<mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="3"/>',
-        "triangle inequality",
-    ),
+    "negative mass": (inertial_xml(mass="-1"), "mass is -1"),
+    "non-finite mass": (inertial_xml(mass="nan"), "mass is 'nan'"),
+    "missing mass": (inertial_xml(mass=None), "mass is None"),
+    "non-finite inertia": (inertial_xml(ixx="inf"), "ixx is 'inf'"),
+    "indefinite": (inertial_xml(ixy="2"), "not positive semi-definite"),
+    "triangle": (inertial_xml(izz="3"), "triangle inequality"),
 }
 
 

@@ -257,18 +257,8 @@ def rnea_state(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, sc
         i = n - step
         parent = row_parent(bodies[i], i)
         f[parent] = f[parent] + f[i]
-    return (
-        positions,
-        quaternions,
-        motions,
-        inertias,
-        velocities,
-        accelerations,
-        f,
-        g,
-        momenta,
-        pushes,
-    )
+    return (positions, quaternions, motions, inertias, velocities, accelerations,
+            f, g, momenta, pushes)  # fmt: skip
 
 
 @wp.func
@@ -416,18 +406,8 @@ def rnea_vjp(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, scal
     tangent space, len(v) components), v, a and the external forces."""
     n = len(bodies)
     base = floating(q, v)
-    (
-        positions,
-        quaternions,
-        motions,
-        inertias,
-        velocities,
-        accelerations,
-        subtree,
-        g,
-        momenta,
-        pushes,
-    ) = rnea_state(q, v, a, forces, bodies, frames, scale)
+    (positions, quaternions, motions, inertias, velocities, accelerations, subtree, g, momenta,
+     pushes) = rnea_state(q, v, a, forces, bodies, frames, scale)  # fmt: skip
     pulls = type(motions)()  # Λ_i, the cotangent of f_i
     pulls[0] = root_part(g_tau, base)
     for i in range(1, n):
