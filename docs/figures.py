@@ -400,6 +400,28 @@ def kinematics_speed(results: dict) -> str:
     return table(header, rows, "--" + "r" * len(sizes))
 
 
+# --- dynamics (`python -m benchmarks.dynamics`) ----------------------------------------------
+
+
+@measured("dynamics_speed", "results_dynamics.json", "python -m benchmarks.dynamics")
+def dynamics_speed(results: dict) -> str:
+    """Panda, Solo-12 and Talos: xform's ns per configuration by batch size, and
+    Pinocchio's per call (its C++ loop where it was built, its Python calls), float64."""
+    rows = []
+    for r in results["records"]:
+        cpp = r.get("pinocchio c++ ns per call")
+        python = r.get("pinocchio python ns per call")
+        rows.append([
+            f"{r['robot']} ({r['nv']})", r["function"], f"{r['size']:,}",
+            f"{r['xform ns per configuration']:,.0f}",
+            f"{cpp:,.0f}" if cpp else "—", f"{python:,.0f}" if python else "—",
+            f"{python / r['xform ns per configuration']:.2f}x" if python else "—",
+        ])  # fmt: skip
+    header = ["robot (nv)", "function", "batch", "xform ns", "Pinocchio C++ ns",
+              "Pinocchio Python ns", "Python / xform"]  # fmt: skip
+    return table(header, rows, "--rrrrr")
+
+
 # --- pose graphs (`python -m benchmarks.pose_graph`) -----------------------------------------
 
 POSE_GRAPHS = "results_pose_graph.json"  # every graph (PARDISO, a quiet machine)

@@ -325,7 +325,10 @@ def kernels(op: Op, product: str, scalar: type) -> dict:
             + "".join(f"    {line}\n" for line in body)
         )
     module = module_name(op, product, scalar)
-    wp.set_module_options({"enable_backward": False}, module=module)
+    options = {"enable_backward": False}
+    if op.max_unroll is not None:
+        options["max_unroll"] = op.max_unroll
+    wp.set_module_options(options, module=module)
     if product != Product.FORWARD and _adjoint_calls(op, product):
         _differentiates(module)
     built = build(source, module, namespace)
