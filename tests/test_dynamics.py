@@ -477,6 +477,25 @@ def test_bad_inertials_raise_at_dynamics_naming_the_link(case):
             call_it()
 
 
+@pytest.mark.parametrize("case", ["indefinite", "triangle"])
+def test_unphysical_inertias_taken_as_written_when_asked(case):
+    """`check_inertias=False`: a rotational inertia no mass distribution has (as some
+    published URDFs carry) is used as written, as Pinocchio uses it; the error says so;
+    data that cannot be used (a negative or non-finite mass) still raises."""
+    inertial, message = BAD_INERTIALS[case]
+    xml = with_inertial(TREE, "mount", f"<inertial>{inertial}</inertial>")
+    q = np.zeros(Chain.from_urdf(xml).dof)
+    with pytest.raises(ValueError, match=rf"{message}.*check_inertias=False"):
+        Chain.from_urdf(xml).mass_matrix(q)
+    matrix = Chain.from_urdf(xml, check_inertias=False).mass_matrix(q)
+    assert np.isfinite(matrix).all() and np.allclose(matrix, matrix.T)
+    negative = with_inertial(TREE, "mount", f"<inertial>{inertial_xml(mass='-1')}</inertial>")
+    with pytest.raises(ValueError, match="mass is -1"):
+        Chain.from_urdf(negative, check_inertias=False).mass_matrix(q)
+    with pytest.raises(TypeError, match="check_inertias must be True or False"):
+        Chain.from_urdf(xml, check_inertias="no")
+
+
 def test_massless_moving_subtree_is_an_error_for_forward_dynamics_only():
     xml = urdf([link if link[0] != "slider" else "slider" for link in LINKS], JOINTS)
     chain = Chain.from_urdf(xml)

@@ -90,16 +90,26 @@ class Chain(ChainDynamics):
 
     @classmethod
     def from_urdf(
-        cls, path_or_xml, floating_base: bool = False, gravity=(0.0, 0.0, -9.81)
+        cls,
+        path_or_xml,
+        floating_base: bool = False,
+        gravity=(0.0, 0.0, -9.81),
+        *,
+        check_inertias: bool = True,
     ) -> Chain:
         """The chain of a URDF file, given by its path or as its XML text (str or bytes).
         `floating_base`: the root is a free body for the dynamics; `gravity`: the gravity
-        vector in the world frame (m/s^2), the base frame on a fixed base."""
-        if not isinstance(floating_base, (bool, np.bool_)):
-            raise TypeError(
-                "xform.kinematics.Chain.from_urdf: floating_base must be True or False, got "
-                f"{floating_base!r}"
-            )
+        vector in the world frame (m/s^2), the base frame on a fixed base. A rotational
+        inertia that no mass distribution has (not positive semi-definite, or breaking the
+        triangle inequality) makes every dynamics call raise, naming its link; with
+        `check_inertias=False` it is taken as written, as Pinocchio takes it (some
+        published URDFs carry such inertias)."""
+        for name, flag in (("floating_base", floating_base), ("check_inertias", check_inertias)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise TypeError(
+                    f"xform.kinematics.Chain.from_urdf: {name} must be True or False, got "
+                    f"{flag!r}"
+                )
         try:
             g = np.asarray(gravity, dtype=np.float64)
         except (TypeError, ValueError):
@@ -111,7 +121,9 @@ class Chain(ChainDynamics):
             )
         robot = _urdf.read_root(path_or_xml)
         model = _urdf.parse_robot(robot)
-        return cls(model, _inertia.dynamics_model(robot, model, bool(floating_base), g))
+        dynamics = _inertia.dynamics_model(robot, model, bool(floating_base), g,
+                                           bool(check_inertias))  # fmt: skip
+        return cls(model, dynamics)
 
     @property
     def n_links(self) -> int:

@@ -14,16 +14,23 @@ from ._inertia import Dynamics
 def _joined(*arrays) -> list:
     """NumPy arrays among PyTorch or JAX ones as arrays of that framework, on its device,
     in their own dtype (constants of a JAX trace under one)."""
-    kinds = [None if x is None else _frameworks.kind(x) for x in arrays]
-    target = next((k for k in ("torch", "jax") if k in kinds), None)
+    frameworks = [None if x is None else _frameworks.of(x) for x in arrays]
+    target = next((f for f in frameworks if f is not None and f.differentiates), None)
     if target is None:
         return list(arrays)
-    framework = _frameworks.FRAMEWORKS[target]
-    like = arrays[kinds.index(target)]
+    like = arrays[frameworks.index(target)]
     return [
-        framework.constant(x, like, _frameworks.float_name(x.dtype)) if k == "numpy" else x
-        for x, k in zip(arrays, kinds)
+        target.constant(x, like, _frameworks.float_name(x.dtype))
+        if f is _frameworks.NUMPY
+        else x
+        for x, f in zip(arrays, frameworks)
     ]
+
+
+def _joins(a: _frameworks.Framework, b: _frameworks.Framework) -> bool:
+    """Whether arrays of frameworks a and b may be arguments of one call: one framework,
+    or NumPy constants beside a framework that differentiates (PyTorch, JAX)."""
+    return a is b or (_frameworks.NUMPY in (a, b) and (a.differentiates or b.differentiates))
 
 
 class ChainDynamics:
@@ -188,21 +195,20 @@ class ChainDynamics:
         for name, value in zip(names, values):
             if value is None:
                 continue
-            this = _frameworks.kind(value)
+            this = _frameworks.of(value)
             if this is None:
                 raise TypeError(
                     f"xform.kinematics.Chain.{function}: {name} is a "
                     f"{type(value).__module__}.{type(value).__qualname__}; expected a NumPy, "
                     "Warp, PyTorch or JAX array"
                 )
-            pair = {this, kind}
-            if kind is not None and len(pair) == 2 and ("numpy" not in pair or "warp" in pair):
+            if kind is not None and not _joins(this, kind):
                 raise TypeError(
-                    f"xform.kinematics.Chain.{function}: {name} is a {this} array among "
-                    f"{kind} ones; pass the arrays in one framework (NumPy arrays may join "
-                    "PyTorch or JAX ones)"
+                    f"xform.kinematics.Chain.{function}: {name} is a {this.name} array among "
+                    f"{kind.name} ones; pass the arrays in one framework (NumPy arrays may "
+                    "join PyTorch or JAX ones)"
                 )
-            if this != "numpy" or kind is None:
+            if this is not _frameworks.NUMPY or kind is None:
                 kind = this
             shape = tuple(value.shape)
             element, what = expected[name]

@@ -46,6 +46,9 @@ FRAME_COLUMNS = 8
 # ABSOLUTE_SLACK kg m^2 (zero inertias written as 1e-20 and the like).
 RELATIVE_SLACK = 1e-6
 ABSOLUTE_SLACK = 1e-15
+# Published URDFs carry such inertias (ANYmal's, Go1's and B1's bases among them): the
+# remedy, in every message about one.
+AS_WRITTEN = "Chain.from_urdf(..., check_inertias=False) takes it as written, as Pinocchio does"
 
 
 @dataclass(frozen=True)
@@ -105,9 +108,10 @@ class _Bad(ValueError):
     pass
 
 
-def _link_inertia(link: ET.Element) -> tuple[np.ndarray, list[str]]:
+def _link_inertia(link: ET.Element, physical: bool = True) -> tuple[np.ndarray, list[str]]:
     """A link's ten inertial parameters about its own frame's origin (zeros without
-    `<inertial>`), and the problems found in its data."""
+    `<inertial>`), and the problems found in its data (with `physical`, a rotational
+    inertia that no mass distribution has is one)."""
     name = link.get("name")
     inertial = link.find("inertial")
     if inertial is None:
@@ -131,16 +135,19 @@ def _link_inertia(link: ET.Element) -> tuple[np.ndarray, list[str]]:
     moments = np.linalg.eigvalsh(tensor)
     slack = RELATIVE_SLACK * max(abs(moments).max(), 0.0) + ABSOLUTE_SLACK
     listed = f"ixx={xx:g} iyy={yy:g} izz={zz:g} ixy={xy:g} ixz={xz:g} iyz={yz:g}"
-    if moments[0] < -slack:
+    if not physical:
+        pass
+    elif moments[0] < -slack:
         problems.append(
             f"link '{name}': the inertia ({listed}) is not positive semi-definite (principal "
-            f"moments {moments[0]:.6g}, {moments[1]:.6g}, {moments[2]:.6g})"
+            f"moments {moments[0]:.6g}, {moments[1]:.6g}, {moments[2]:.6g}); "
+            f"{AS_WRITTEN}"
         )
     elif moments[0] + moments[1] < moments[2] - slack:
         problems.append(
             f"link '{name}': the inertia ({listed}) breaks the triangle inequality: its "
             f"principal moments {moments[0]:.6g} + {moments[1]:.6g} < {moments[2]:.6g}, "
-            "which no mass distribution has"
+            f"which no mass distribution has; {AS_WRITTEN}"
         )
     rotation = _matrix(rpy_to_quaternion(*rpy))
     about_com = rotation @ tensor @ rotation.T
@@ -181,8 +188,10 @@ def _moved(parameters: np.ndarray, pose: tuple) -> np.ndarray:
     return _packed(m, g + m * p, inertia)
 
 
-def dynamics_model(robot: ET.Element, model: Model, floating: bool, gravity) -> Dynamics:
-    """The bodies and frames tables of the URDF `robot`, whose kinematics is `model`."""
+def dynamics_model(robot: ET.Element, model: Model, floating: bool, gravity,
+                   physical: bool = True) -> Dynamics:  # fmt: skip
+    """The bodies and frames tables of the URDF `robot`, whose kinematics is `model`
+    (with `physical`, a rotational inertia no mass distribution has is a problem)."""
     elements = {link.get("name"): link for link in robot.findall("link")}
     n = len(model.link_names)
     identity = (np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0]))
@@ -201,7 +210,7 @@ def dynamics_model(robot: ET.Element, model: Model, floating: bool, gravity) -> 
     problems: list[str] = []
     inertias = np.zeros((len(body_rows), 10))
     for k, link in enumerate(model.link_names):
-        parameters, found = _link_inertia(elements[link])
+        parameters, found = _link_inertia(elements[link], physical)
         problems += found
         inertias[body_of[k]] += _moved(parameters, pose_in_body[k])
     bodies = np.zeros((len(body_rows), BODY_COLUMNS))
