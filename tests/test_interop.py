@@ -309,8 +309,7 @@ def test_bridges_keep_bounded_caches_of_user_functions():
     FFI targets: the cache is bounded, and the op products' cache does not grow."""
     pytest.importorskip("torch")
     jax = pytest.importorskip("jax")
-    from xform.backends import bridges
-    from xform.backends import _jax_ffi
+    from xform.backends import _jax_ffi, bridges
 
     assert bridges._differentiable_call.cache_info().maxsize is not None
     before = _jax_ffi.ffi_callable.cache_info().currsize
