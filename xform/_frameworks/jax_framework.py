@@ -129,7 +129,7 @@ class Jax(Framework):
         import jax
 
         jax.config.update("jax_compilation_cache_dir", str(folder))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
     def ready(self, x):
         import jax

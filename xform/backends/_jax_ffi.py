@@ -203,11 +203,9 @@ def _run(op: Op, product: str, prefix: int, needed, inputs, out_shapes, cpu=Fals
             op, product, prefix, needed, tuple(tuple(x.shape) for x in inputs),
             tuple(map(tuple, out_shapes)), np.dtype(dtype), "cpu" if cpu else "cuda:0",
         )  # fmt: skip
-        if program is not None:
+        if program is not None:  # named by its key: the same in every process
             call = jax.ffi.ffi_call(jax_native.TARGET if cpu else jax_native.TARGET_CUDA, results)
-            outputs = call(*inputs, program=np.int64(program.ctypes.data),
-                           token=np.int64(native.token))  # fmt: skip
-            return list(outputs)[:count]
+            return list(call(*inputs, program=np.int64(program[1])))[:count]
     guard = jax_native.python_target("cpu" if cpu else "CUDA")
     if guard is not None:
         target, token = guard
