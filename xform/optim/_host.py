@@ -23,7 +23,7 @@ from ._linearise import lineariser, normal_blocks, plan
 from ._loop import Clock, Settings
 from ._problem import Problem, Variables, initial_values
 from ._result import Result, Timings
-from ._sparse import DENSE_BELOW, cost_pattern, make_solver, slot_blocks
+from ._sparse import cost_pattern, make_solver, slot_blocks
 
 
 class HostSystem:
@@ -64,8 +64,7 @@ class HostSystem:
             )
             schur = Schur(self.pattern, layout.reduced, eliminate.tangent_dim, block,
                           eliminate.name, settings.solver)  # fmt: skip
-            if layout.size >= DENSE_BELOW or settings.solver not in (None, "dense"):
-                self.linear = schur  # small systems: one dense Cholesky beats the complement
+            self.linear = schur
         framework = self.values_framework
         self.run = lineariser(plans, framework.name, False)
         # JAX: the per-instance products inside the jitted function (XLA batches them
