@@ -257,12 +257,17 @@ def _gradient_framework(
             f"xform.manifold: the arguments of {name} hold no JAX or PyTorch array; gradients "
             "need JAX arrays or PyTorch tensors"
         )
+    def place(path) -> str:
+        return f"at {_path(path[1:])} of argument {positions[path[0]]}"
+
+    # both places: with as many leaves of each framework, either one is the odd one
+    first = next(path for path, leaf in located if _frameworks.of(leaf) is framework)
     for path, leaf in located:
         if not framework.differentiates_at(leaf):
             raise TypeError(
                 f"xform.manifold: the arguments of {name} mix frameworks: {framework.name} "
-                f"arrays, and at {_path(path[1:])} of argument {positions[path[0]]} "
-                f"{_describe(leaf)}; convert with xform.to_{framework.name}"
+                f"arrays (the first {place(first)}), and {place(path)} {_describe(leaf)}; "
+                f"convert with xform.to_{framework.name}"
             )
     return framework
 
