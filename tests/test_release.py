@@ -6,11 +6,11 @@ as its release notes."""
 from __future__ import annotations
 
 import re
-import tomllib
 from datetime import date
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import xform
 
