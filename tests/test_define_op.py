@@ -474,6 +474,77 @@ def test_a_non_differentiable_user_op(rng):
         xform.vjp(op, [v], (np.ones(4), None))
 
 
+POLAR_WITHOUT = xform.define_op(
+    "polar_without_derivatives", polar, {"vector": (3,)}, POLAR_RESULTS,
+    not_differentiable="no derivatives here; differentiate polar instead",
+)  # fmt: skip
+WITHOUT = r"xform\.polar_without_derivatives: no derivatives here; differentiate polar instead"
+
+
+def test_not_differentiable_raises_in_every_framework_and_serves_constants(rng):
+    """Results of an op made `not_differentiable` are values, not constants: every way of
+    differentiating them raises HigherDerivativeError with the op's name and sentence
+    (never a silent zero); calling it on constants gives the values, in every framework."""
+    v = rng.normal(size=(4, 3))
+    want = POLAR(v)
+    for got, w in zip(POLAR_WITHOUT(v), want):
+        np.testing.assert_array_equal(got, w)
+    assert "HigherDerivativeError" in POLAR_WITHOUT.__doc__
+    got = POLAR_WITHOUT(wp.array(v, dtype=wp.vec3d))
+    np.testing.assert_array_equal(got[0].numpy(), want[0])
+    with pytest.raises(xform.HigherDerivativeError, match=WITHOUT):
+        xform.vjp(POLAR_WITHOUT, [v], (np.ones(4), np.ones((4, 3))))
+    with pytest.raises(xform.HigherDerivativeError, match=WITHOUT):
+        xform.jvp(POLAR_WITHOUT, [v], [np.ones((4, 3))])
+    torch = pytest.importorskip("torch")
+    x = torch.tensor(v, requires_grad=True)
+    length, direction = POLAR_WITHOUT(x)
+    assert length.requires_grad and direction.requires_grad
+    with pytest.raises(xform.HigherDerivativeError, match=WITHOUT):
+        (length.sum() + direction.sum()).backward()
+    with pytest.raises(xform.HigherDerivativeError, match=WITHOUT):
+        torch.autograd.grad(direction.sum(), x)
+    with pytest.raises(xform.HigherDerivativeError, match=WITHOUT):
+        torch.func.grad(lambda x: POLAR_WITHOUT(x)[0].sum())(x.detach())
+    with pytest.raises(xform.HigherDerivativeError, match=WITHOUT):
+        torch.func.jvp(lambda x: POLAR_WITHOUT(x)[1], (x.detach(),), (torch.ones_like(x),))
+    held = POLAR_WITHOUT(x.detach())
+    assert not held[0].requires_grad
+    np.testing.assert_array_equal(held[0].numpy(), want[0])
+    with torch.no_grad():
+        np.testing.assert_array_equal(POLAR_WITHOUT(x)[1].numpy(), want[1])
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jv = jax.numpy.asarray(v)
+    for differentiate in (
+        lambda: jax.grad(lambda x: POLAR_WITHOUT(x)[0].sum())(jv),
+        lambda: jax.jit(jax.grad(lambda x: POLAR_WITHOUT(x)[1].sum()))(jv),
+        lambda: jax.jvp(lambda x: POLAR_WITHOUT(x)[0], (jv,), (jv,)),
+        lambda: jax.jacfwd(lambda x: POLAR_WITHOUT(x)[0])(jv),
+        lambda: jax.vmap(jax.grad(lambda x: POLAR_WITHOUT(x)[0]))(jv),
+    ):
+        with pytest.raises(xform.HigherDerivativeError, match=WITHOUT):
+            differentiate()
+    np.testing.assert_array_equal(np.asarray(jax.jit(POLAR_WITHOUT)(jv)[0]), want[0])
+    held = jax.grad(lambda x: POLAR_WITHOUT(jax.lax.stop_gradient(x))[0].sum() + x.sum())(jv)
+    np.testing.assert_array_equal(np.asarray(held), 1.0)
+
+
+def test_not_differentiable_takes_a_sentence_and_no_closed_forms():
+    with pytest.raises(ValueError, match="not_differentiable must be a str"):
+        xform.define_op("bad", polar, {"vector": (3,)}, POLAR_RESULTS, not_differentiable=True)
+    with pytest.raises(ValueError, match="takes no tangent= or vjp="):
+        xform.define_op(
+            "bad", scaled_rotate, {"quaternion": (4,), "points": (3,), "scale": ()},
+            {"out_points": (3,)}, vjp=scaled_rotate_vjp, not_differentiable="why",
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="not_differentiable needs differentiable operands"):
+        xform.define_op(
+            "bad", polar, {"vector": (3,)}, POLAR_RESULTS, differentiable=(),
+            not_differentiable="why",
+        )  # fmt: skip
+
+
 # --- PyTorch -----------------------------------------------------------------------------
 
 TORCH_CASES = [(case, k) for case, k in ALL if k < 3]

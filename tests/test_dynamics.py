@@ -418,22 +418,43 @@ def test_jax_hessian_of_inverse_dynamics(rng):
         np.testing.assert_allclose(hessians[b], want, atol=1e-5 * max(1, np.abs(want).max()))
 
 
-def test_partials_are_marked_not_differentiable(rng):
-    """The explicit partials are arrays, not differentiable (marked so): their derivatives
-    are second derivatives of the functions, which differentiate twice themselves."""
+@pytest.mark.parametrize("name", ["inverse_dynamics_derivatives", "forward_dynamics_derivatives"])
+def test_differentiating_the_partials_raises_naming_them(name, rng):
+    """The explicit partials have no derivatives (they would be second derivatives of the
+    dynamics): differentiating them raises HigherDerivativeError naming the function, in
+    PyTorch (backward, forward mode), JAX (grad, jvp) and xform.vjp / xform.jvp, never a
+    silent zero; called on constants (detached inputs) they serve as values."""
     torch = pytest.importorskip("torch")
     jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
     chain = Chain.from_urdf(TREE)
-    q, v, a, _ = (torch.tensor(x, requires_grad=True) for x in inputs(chain, rng, ()))
-    for result in chain.inverse_dynamics_derivatives(q, v, a):
-        assert not result.requires_grad
-    x = jax.numpy.asarray(q.detach().numpy())
-    gradient = jax.grad(
-        lambda x: chain.forward_dynamics_derivatives(x, v.detach().numpy(), a.detach().numpy())[
-            0
-        ].sum()
-    )(x)
-    np.testing.assert_array_equal(np.asarray(gradient), 0.0)
+    function = getattr(chain, name)
+    q, v, a, _ = inputs(chain, rng, (2,))
+    third = chain.inverse_dynamics(q, v, a) if name.startswith("forward") else a
+    message = f"Chain.{name} is not differentiable"
+    x = torch.tensor(q, requires_grad=True)
+    results = function(x, torch.tensor(v), torch.tensor(third))
+    assert all(r.requires_grad for r in results)
+    with pytest.raises(xform.HigherDerivativeError, match=message):
+        results[0].sum().backward()
+    with pytest.raises(xform.HigherDerivativeError, match=message):
+        torch.func.jvp(lambda x: function(x, v, third)[0], (x.detach(),), (x.detach(),))
+    jq = jax.numpy.asarray(q)
+    with pytest.raises(xform.HigherDerivativeError, match=message):
+        jax.grad(lambda x: function(x, v, third)[1].sum())(jq)
+    with pytest.raises(xform.HigherDerivativeError, match=message):
+        jax.jvp(lambda x: function(x, v, third)[0], (jq,), (jq,))
+    op = chain.dynamics_op(name)
+    args = chain.dynamics_arguments(name, q, v, third)
+    with pytest.raises(xform.HigherDerivativeError, match=message):
+        xform.vjp(op, args, tuple(np.ones((2, chain.nv, chain.nv)) for _ in range(3)))
+    with pytest.raises(xform.HigherDerivativeError, match=message):
+        xform.jvp(op, args, [q, None, None, None])
+    detached = [r.detach().numpy() for r in function(x.detach(), v, third)]
+    for got, want in zip(detached, function(q, v, third)):
+        np.testing.assert_array_equal(got, want)
+    held = jax.grad(lambda x: function(jax.lax.stop_gradient(x), v, third)[0].sum() + x.sum())(jq)
+    np.testing.assert_array_equal(np.asarray(held), 1.0)
 
 
 # --- bad input ---------------------------------------------------------------------------------

@@ -86,6 +86,7 @@ def define_op(
     result_buffers: Sequence[str] = (),
     gradient_buffers: Sequence[str] = (),
     product_of: tuple[Op, Product] | None = None,
+    not_differentiable: str = "",
 ) -> Op:
     """Make an op from an element function.
 
@@ -123,6 +124,10 @@ def define_op(
     preallocated buffers (PyTorch only); `family` names the section of the op reference
     that lists the op (xform's built-ins have one). `product_of` is for xform's own
     second-order ops (`_second_order.py`): the op and the product this op computes.
+    `not_differentiable` (a sentence saying why and what to do instead) makes an op whose
+    results are not constants but have no derivatives: differentiating them, in any
+    framework, raises `xform.HigherDerivativeError` with that sentence (where
+    `differentiable=()` would make them constants, their derivatives silently zero).
 
     Returns an `xform.Op`, callable on NumPy, Warp, PyTorch and JAX arrays and accepted
     by `xform.vjp` and `xform.jvp`. With closed-form `tangent` and `vjp` (written without
@@ -165,6 +170,15 @@ def define_op(
         isinstance(max_unroll, bool) or not isinstance(max_unroll, int) or max_unroll < 0
     ):
         raise _error(name, f"max_unroll must be None or an int >= 0, got {max_unroll!r}")
+    if not isinstance(not_differentiable, str):
+        raise _error(name, f"not_differentiable must be a str, got {not_differentiable!r}")
+    if not_differentiable and (tangent is not None or vjp is not None):
+        raise _error(name, "an op marked not_differentiable takes no tangent= or vjp=")
+    if not_differentiable and not differentiable:
+        raise _error(
+            name, "not_differentiable needs differentiable operands: differentiable=() alone "
+            "makes the results constants",
+        )  # fmt: skip
     bad = [b for b in (*result_buffers, *gradient_buffers) if not _is_name(b)]
     if bad:
         raise _error(name, f"buffer names {bad} are not Python identifiers")
@@ -183,6 +197,7 @@ def define_op(
         tuple(result_buffers),
         tuple(gradient_buffers),
         product_of,
+        not_differentiable,
     )
     # The same definition again (a notebook cell run twice) is the same op.
     return _registry.register(
@@ -201,6 +216,7 @@ def define_op(
             result_buffers=tuple(result_buffers),
             gradient_buffers=tuple(gradient_buffers),
             product_of=product_of,
+            not_differentiable=not_differentiable,
         ),
         definition,
     )

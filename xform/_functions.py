@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from . import _second_order
 from ._dispatch import ALLOCATORS, ARRAYS, ArrayArguments, _core_kind, _unpack, numbers_as_arrays
 from ._launch import buffers, products
 from ._op import Composite, Op
@@ -111,6 +112,7 @@ def vjp(op: Op | str, args: Sequence[Any], cotangents) -> tuple:
     op = resolve(op)
     if isinstance(op, Composite):
         return _family_vjp(op, args, cotangents)
+    _second_order.refuse_if_not_differentiable(op)
     args = numbers_as_arrays(op, args)
     kind = _core_kind(op, args, "vjp")
     if len(op.results) == 1 and not isinstance(cotangents, (tuple, list)):
@@ -130,6 +132,7 @@ def jvp(op: Op | str, args: Sequence[Any], tangents: Sequence[Any]):
     op = resolve(op)
     if isinstance(op, Composite):
         return _family_jvp(op, args, tangents)
+    _second_order.refuse_if_not_differentiable(op)
     args = numbers_as_arrays(op, args)
     kind = _core_kind(op, args, "jvp")
     if len(tangents) != len(op.operands):

@@ -174,6 +174,9 @@ class Op:
     """For a product of another op (`_second_order.py`): that op and the product. A product's
     own derivatives are second derivatives of that op; a product is never differentiated
     twice."""
+    not_differentiable: str = field(default="", repr=False)
+    """Where not empty, why the op has no derivatives (and what to do instead): its
+    results are not constants, and differentiating them raises HigherDerivativeError."""
 
     @property
     def differentiable(self) -> bool:
@@ -221,6 +224,9 @@ class Op:
     def docstring(self, not_differentiable: str, notes: str = "") -> str:
         """The docstring every framework's function of this op carries."""
         grads = ", ".join(self.differentiable_operands) or not_differentiable
+        if self.not_differentiable:
+            why = self.not_differentiable
+            grads = f"none (differentiating raises xform.HigherDerivativeError: {why})"
         arguments = "\n".join(f"    {o.name}: {o.expected_shape()}" for o in self.operands)
         results = "\n".join(
             f"    {r.name}: ({', '.join([*r.batch, *map(str, r.element)])})" for r in self.results

@@ -43,7 +43,15 @@ from ._op import Op, Operand, Product, Result
 
 class HigherDerivativeError(NotImplementedError):
     """A derivative that xform cannot give exactly: a second derivative of an op without
-    closed-form `tangent=` and `vjp=`, or a third derivative of any op."""
+    closed-form `tangent=` and `vjp=`, a third derivative of any op, or any derivative of
+    an op made with `define_op(..., not_differentiable=why)`."""
+
+
+def refuse_if_not_differentiable(op: Op) -> None:
+    """Raise HigherDerivativeError where `op` was made `not_differentiable`: the framework
+    adapters call this where they would differentiate it."""
+    if op.not_differentiable:
+        raise HigherDerivativeError(f"xform.{op.name}: {op.not_differentiable}")
 
 
 _made: dict[tuple[Op, Product], Op] = {}
@@ -79,6 +87,7 @@ def available(op: Op) -> None:
 def product_op(op: Op, product: Product) -> Op:
     """The op of `op`'s closed-form `product`, made once: for the VJP
     `(x..., g...) -> x̄...`, for the tangent `(x..., dx...) -> dy...`."""
+    refuse_if_not_differentiable(op)
     available(op)
     with _registry.lock:
         made = _made.get((op, product))

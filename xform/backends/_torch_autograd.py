@@ -241,6 +241,7 @@ def op_function(
 
         @staticmethod
         def jvp(ctx, *tangents):
+            _second_order.refuse_if_not_differentiable(op)
             if not op.differentiable:
                 return _unpack([None] * r)
             return jvp_function(op, prefix, route).apply(*ctx.saved_tensors, *tangents[:n])
@@ -272,6 +273,8 @@ def _backward(op: Op, prefix: int, route: KernelRoute, ctx, grad_outputs) -> tup
     for the inputs after the operands and those nobody asked for."""
     n = len(op.operands)
     needed = _needed(op, ctx.needs_input_grad[:n])
+    if any(needed):
+        _second_order.refuse_if_not_differentiable(op)
     if not op.differentiable or not any(needed):
         return (None,) * len(ctx.needs_input_grad)
     if _plain_backward():

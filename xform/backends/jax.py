@@ -185,6 +185,13 @@ def primitives(op: Op):
     batching.primitive_batchers[forward] = forward_batch
     if not op.differentiable:
         return forward, None, None
+    if op.not_differentiable:
+
+        def refuse(primals, tangents, *, prefix):
+            _second_order.refuse_if_not_differentiable(op)
+
+        ad.primitive_jvps[forward] = refuse
+        return forward, None, None
 
     tangent = Primitive(f"xform_{op.key}_tangent")
     tangent.multiple_results = True

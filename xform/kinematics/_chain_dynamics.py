@@ -124,15 +124,18 @@ class ChainDynamics:
         """`(dtau_dq, dtau_dv, M)`, each `(..., nv, nv)`: the partial derivatives of
         `inverse_dynamics` (Pinocchio's `computeRNEADerivatives`), the ones in q taken in
         its tangent space (on a floating base, the root's right perturbation `[rho,
-        omega]`, then the joints), and the mass matrix (`dtau_da`). Not differentiable
-        (marked so): differentiate `inverse_dynamics` twice instead."""
+        omega]`, then the joints), and the mass matrix (`dtau_da`), by Carpentier and
+        Mansard's O(n d) algorithm. Not differentiable: differentiating the results raises
+        `xform.HigherDerivativeError` (differentiate `inverse_dynamics` twice instead, or
+        call this on constants)."""
         return self._call("inverse_dynamics_derivatives", q, v, a)
 
     def forward_dynamics_derivatives(self, q, v, tau):
         """`(da_dq, da_dv, M_inv)`, each `(..., nv, nv)`: the partial derivatives of
         `forward_dynamics` (Pinocchio's `computeABADerivatives`), in q's tangent space as
-        `inverse_dynamics_derivatives`, and the inverse mass matrix (`da_dtau`). Not
-        differentiable (marked so)."""
+        `inverse_dynamics_derivatives`, and the inverse mass matrix (`da_dtau`):
+        `-M^-1` times the partials of `inverse_dynamics` at `a = forward_dynamics(q, v,
+        tau)`. Not differentiable, as `inverse_dynamics_derivatives`."""
         return self._call("forward_dynamics_derivatives", q, v, tau)
 
     # --- helpers -------------------------------------------------------------------------

@@ -18,11 +18,14 @@ included, which is read normalised):
   couples its master's branches, which an articulated-body recursion cannot take); its
   tangent is `M^-1 (dtau - dRNEA(q, v, a)[dq, dv, df])`, its VJP `λ = M^-1 g` and then
   `-RNEA_vjp(λ)` for q, v and the forces, `λ` for tau;
-- the partials: `dtau/dq` and `dtau/dv` column by column from the RNEA tangent, and
-  `da/dq = -M^-1 dtau/dq`, `da/dv = -M^-1 dtau/dv` at `a = FD(q, v, tau)`. They are
-  marked not differentiable: their derivatives are the functions' second derivatives,
-  which the functions themselves give (and Warp's adjoint of the column sweeps, unrolled,
-  took half an hour to compile for a tree of 8 bodies).
+- the partials: `dtau/dq`, `dtau/dv` and `M` in one pass of Carpentier and Mansard's
+  algorithm (`_rnea_partials.py`), and `da/dq = -M^-1 dtau/dq`, `da/dv = -M^-1 dtau/dv`
+  at `a = FD(q, v, tau)`, `M^-1` from the Cholesky factor. They are not differentiable
+  (see `dynamics_op`).
+
+Forward dynamics' value and the partials run the Cholesky loops over the steps they need;
+the closed forms, which the second derivatives differentiate with Warp's adjoint, run
+them over fixed bounds (`_dense.py`).
 """
 
 from __future__ import annotations
@@ -36,16 +39,23 @@ from .._define import define_op
 from .._op import Op, Operand
 from ..ops.quaternion import quat_conjugate, quat_multiply, vector_part
 from . import _inertia
+from ._dense import (
+    cholesky,
+    cholesky_inverse_forward_only,
+    cholesky_solve,
+    cholesky_solve_forward_only,
+    cholesky_upper_forward_only,
+    symmetric_times_sparse_forward_only,
+)
 from ._rnea import (
     component,
     crba,
     rnea,
-    rnea_state,
     rnea_tangent,
-    rnea_tangent_at,
     rnea_vjp,
     root_quaternion,
 )
+from ._rnea_partials import rnea_partials
 
 
 @wp.func
@@ -102,68 +112,6 @@ def ambient_cotangent(q: Any, g: Any):
     return out
 
 
-# --- a dense symmetric positive definite solve ----------------------------------------------
-
-
-@wp.func
-def cholesky(m: Any):
-    """The lower factor L of m = L L^T (loops of fixed bound, see `_rnea.py`)."""
-    n = len(m)
-    lower = type(m)()
-    for j in range(n):
-        d = m[j, j]
-        for k in range(n):
-            if k < j:
-                d -= lower[j, k] * lower[j, k]
-        d = wp.sqrt(d)
-        lower[j, j] = d
-        for i in range(n):
-            if i > j:
-                t = m[i, j]
-                for k in range(n):
-                    if k < j:
-                        t -= lower[i, k] * lower[j, k]
-                lower[i, j] = t / d
-    return lower
-
-
-@wp.func
-def cholesky_solve(lower: Any, b: Any):
-    """x with L L^T x = b."""
-    n = len(b)
-    y = type(b)()
-    for i in range(n):
-        t = b[i]
-        for k in range(n):
-            if k < i:
-                t -= lower[i, k] * y[k]
-        y[i] = t / lower[i, i]
-    x = type(b)()
-    for r in range(n):
-        i = n - 1 - r
-        t = y[i]
-        for k in range(n):
-            if k > i:
-                t -= lower[k, i] * x[k]
-        x[i] = t / lower[i, i]
-    return x
-
-
-@wp.func
-def cholesky_inverse(lower: Any):
-    """(L L^T)^-1, column by column."""
-    n = len(lower)
-    inverse = type(lower)()
-    one = type(lower[0, 0])(1.0)
-    for c in range(n):
-        unit = wp.vector(length=len(lower), dtype=type(lower[0, 0]))
-        unit[c] = one
-        column = cholesky_solve(lower, unit)
-        for r in range(n):
-            inverse[r, c] = column[r]
-    return inverse
-
-
 # --- the element functions -------------------------------------------------------------------
 
 
@@ -196,15 +144,26 @@ def inverse_dynamics_vjp(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frame
 
 @wp.func
 def forward_solution(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any):
-    """a = M^-1 (tau - b) and the Cholesky factor of M."""
+    """a = M^-1 (tau - b) and the Cholesky factor of M (differentiable by Warp's adjoint:
+    the closed forms below call it)."""
     bias = rnea(q, v, type(v)(), forces, bodies, frames, type(q[0])(1.0))
     lower = cholesky(crba(q, v, bodies))
     return cholesky_solve(lower, tau - bias), lower
 
 
 @wp.func
+def forward_solution_forward_only(
+    q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any
+):  # fmt: skip
+    """`forward_solution` for kernels that Warp never differentiates (`_dense.py`)."""
+    bias = rnea(q, v, type(v)(), forces, bodies, frames, type(q[0])(1.0))
+    upper = cholesky_upper_forward_only(crba(q, v, bodies))
+    return cholesky_solve_forward_only(upper, tau - bias), upper
+
+
+@wp.func
 def forward_dynamics(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any):
-    a, lower = forward_solution(q, v, tau, forces, bodies, frames)
+    a, upper = forward_solution_forward_only(q, v, tau, forces, bodies, frames)
     return a
 
 
@@ -229,46 +188,22 @@ def forward_dynamics_vjp(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, fra
 
 
 @wp.func
-def rnea_jacobians(q: Any, v: Any, a: Any, bodies: Any):
-    """dtau/dq (in the tangent space) and dtau/dv, column by column."""
-    forces, frames = no_forces(q)
-    one = type(q[0])(1.0)
-    zero = type(v)()
-    positions, quaternions, motions, inertias, velocities, accelerations, subtree, g, h, ia = (
-        rnea_state(q, v, a, forces, bodies, frames, one)
-    )
-    by_q = wp.matrix(shape=(len(v), len(v)), dtype=type(q[0]))
-    by_v = wp.matrix(shape=(len(v), len(v)), dtype=type(q[0]))
-    for c in range(len(v)):
-        unit = type(v)()
-        unit[c] = one
-        column_q = rnea_tangent_at(
-            q, v, a, forces, bodies, frames, positions, quaternions, motions, inertias,
-            velocities, accelerations, subtree, g, h, ia, unit, zero, zero, forces, 1,
-        )  # fmt: skip
-        column_v = rnea_tangent_at(
-            q, v, a, forces, bodies, frames, positions, quaternions, motions, inertias,
-            velocities, accelerations, subtree, g, h, ia, zero, unit, zero, forces, 1,
-        )  # fmt: skip
-        for r in range(len(v)):
-            by_q[r, c] = column_q[r]
-            by_v[r, c] = column_v[r]
-    return by_q, by_v
-
-
-@wp.func
 def inverse_dynamics_derivatives(q: Any, v: Any, a: Any, bodies: Any):
-    by_q, by_v = rnea_jacobians(q, v, a, bodies)
-    return by_q, by_v, crba(q, v, bodies)
+    forces, frames = no_forces(q)
+    return rnea_partials(q, v, a, forces, bodies, frames)
 
 
 @wp.func
 def forward_dynamics_derivatives(q: Any, v: Any, tau: Any, bodies: Any):
     forces, frames = no_forces(q)
-    a, lower = forward_solution(q, v, tau, forces, bodies, frames)
-    inverse = cholesky_inverse(lower)
-    by_q, by_v = rnea_jacobians(q, v, a, bodies)
-    return -(inverse @ by_q), -(inverse @ by_v), inverse
+    a, upper = forward_solution_forward_only(q, v, tau, forces, bodies, frames)
+    inverse = cholesky_inverse_forward_only(upper)
+    by_q, by_v, mass = rnea_partials(q, v, a, forces, bodies, frames)
+    return (
+        -symmetric_times_sparse_forward_only(inverse, by_q),
+        -symmetric_times_sparse_forward_only(inverse, by_v),
+        inverse,
+    )
 
 
 @functools.cache
@@ -355,7 +290,8 @@ CALLS = tuple(_CALLS)
 def dynamics_op(call: str, n_bodies: int, n_links: int, nq: int, nv: int) -> Op:
     """The op of a `Chain` dynamics call (`CALLS`) for a tree of these sizes. Its kernels
     unroll no loop (a whole tree compiles in a fraction of the time, and runs as fast);
-    a configuration weighs a few FKs in the CPU split (the partials, one per column)."""
+    a configuration weighs a few FKs in the CPU split (the partials, a few RNEAs). The
+    partials are not differentiable: differentiating them raises (`NOT_DIFFERENTIABLE`)."""
     functions, names, results, doc = _CALLS[call]
     function, tangent, vjp = functions(nv)
     shapes = {"q": (nq,), "forces": (n_links, 6)}
@@ -364,6 +300,7 @@ def dynamics_op(call: str, n_bodies: int, n_links: int, nq: int, nv: int) -> Op:
     if "forces" in names:
         operands["frames"] = Operand((n_links, _inertia.FRAME_COLUMNS), batch=())
     links = f"_{n_links}_links" if "forces" in names else ""
+    partials = tangent is None
     return define_op(
         f"{call}_{n_bodies}_bodies{links}_{nq}_q_{nv}_v",
         function,
@@ -371,8 +308,21 @@ def dynamics_op(call: str, n_bodies: int, n_links: int, nq: int, nv: int) -> Op:
         {name: (nv,) * rank for name, rank in results.items()},
         tangent=tangent,
         vjp=vjp,
-        differentiable=names if tangent is not None else (),
-        work=16.0 * n_bodies * (nv if len(results) > 1 else 1),
+        differentiable=names,
+        work=16.0 * n_bodies * (4 if partials else 1),
         max_unroll=1,
         doc=f"{doc} (xform.kinematics.Chain.{call}).",
+        not_differentiable=NOT_DIFFERENTIABLE.format(call=call) if partials else "",
     )
+
+
+# Why the partials have no derivatives (see docs/dynamics.md): they would be second
+# derivatives of the dynamics, in closed form a second-order sweep not written here, and
+# Warp's adjoint of the partials' sweeps (their loops unrolled pair by pair) takes minutes
+# to compile for a tree of 8 bodies, more than grows with the square of the bodies.
+NOT_DIFFERENTIABLE = (
+    "xform.kinematics.Chain.{call} is not differentiable (its derivatives would be second "
+    "derivatives of the dynamics). Differentiate inverse_dynamics or forward_dynamics "
+    "twice instead (torch.func.hessian, jax.hessian, jacfwd(jacrev(...))), or call it on "
+    "constants: q.detach() in PyTorch, jax.lax.stop_gradient(q) in JAX"
+)

@@ -29,6 +29,7 @@ __all__ = [
     "force_moved",
     "inertia_apply",
     "inertia_moved",
+    "inertia_rate",
     "linear",
     "motion_into",
     "spatial",
@@ -100,6 +101,34 @@ def inertia_moved(p: Any, position: Any, quaternion: Any):
     yz = col2[1] - m * t[1] * t[2] - t[1] * g[2] - g[1] * t[2]
     h = g + m * t
     return wp.vector(m, h[0], h[1], h[2], xx, yy, zz, xy, xz, yz)
+
+
+@wp.func
+def inertia_rate(p: Any, x: Any):
+    """The rate of change of the inertia p of a body moving with the velocity x = [u, ω]
+    (both in one fixed frame), as ten numbers: m' = 0, h' = m u + ω × h and
+    I_O' = [ω]× I_O - I_O [ω]× + 2 (h.u) 1 - u h^T - h u^T; as a 6x6 matrix it is
+    x ×* I - I x× (symmetric), the first order of `inertia_moved`."""
+    m = p[0]
+    h = inertia_moment(p)
+    u = linear(x)
+    w = angular(x)
+    zero = type(m)(0.0)
+    one = type(m)(1.0)
+    dh = m * u + wp.cross(w, h)
+    # [ω]× I_O column by column; the rate's rotational part is that plus its transpose
+    c0 = wp.cross(w, inertia_rotational(p, wp.vector(one, zero, zero)))
+    c1 = wp.cross(w, inertia_rotational(p, wp.vector(zero, one, zero)))
+    c2 = wp.cross(w, inertia_rotational(p, wp.vector(zero, zero, one)))
+    hu = wp.dot(h, u)
+    two = type(m)(2.0)
+    xx = two * (c0[0] + hu - u[0] * h[0])
+    yy = two * (c1[1] + hu - u[1] * h[1])
+    zz = two * (c2[2] + hu - u[2] * h[2])
+    xy = c1[0] + c0[1] - u[0] * h[1] - h[0] * u[1]
+    xz = c2[0] + c0[2] - u[0] * h[2] - h[0] * u[2]
+    yz = c2[1] + c1[2] - u[1] * h[2] - h[1] * u[2]
+    return wp.vector(zero, dh[0], dh[1], dh[2], xx, yy, zz, xy, xz, yz)
 
 
 @wp.func
