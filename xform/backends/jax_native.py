@@ -70,6 +70,7 @@ TARGET_CUDA = "xform_native_cuda"
 TARGET_PYTHON = {"cpu": "xform_python", "CUDA": "xform_python_cuda"}
 TESTED_WARP = warp_abi.TESTED_WARP
 SOURCE = Path(__file__).with_name("jax_native.cpp")
+GUARD = SOURCE.with_name("jax_native_guard.h")  # the Python route's handlers, included
 # Warp's clang ships no C headers: the two that XLA's c_api.h includes.
 _STANDIN_HEADERS = {
     "stddef.h": "typedef unsigned long size_t;\ntypedef long ptrdiff_t;\n"
@@ -139,9 +140,9 @@ def _compiled(include: str | os.PathLike | None = None) -> Path:
     header = include / "xla" / "ffi" / "api" / "c_api.h"
     if not header.is_file():
         raise NativeUnavailable(f"jaxlib ships no XLA FFI header at {header}")
-    source = SOURCE.read_bytes()
+    source, guard = SOURCE.read_bytes(), GUARD.read_bytes()
     key = hashlib.sha256(
-        source + header.read_bytes() + jax.__version__.encode() + wp.config.version.encode()
+        source + guard + header.read_bytes() + jax.__version__.encode() + wp.config.version.encode()
     ).hexdigest()[:16]
     cache = os.environ.get("XFORM_NATIVE_CACHE") or Path(
         wp.config.kernel_cache_dir or tempfile.gettempdir(), "xform_native"
@@ -156,6 +157,7 @@ def _compiled(include: str | os.PathLike | None = None) -> Path:
             Path(scratch, name).write_text(text)
         unit = Path(scratch, "jax_native.cpp")
         unit.write_bytes(source)
+        Path(scratch, GUARD.name).write_bytes(guard)
         built = Path(scratch, "jax_native.o")
         try:
             build.build_cpu(
