@@ -93,7 +93,7 @@ def main(argv=None) -> list[dict]:
 
     from xform.backends import jax_native
 
-    from benchmarks.run import format_loop, loop_rows, machine
+    from benchmarks.run import format_loop, loop_rows, machine, recorded_at
 
     native = jax_native.library() if device == "cpu" else jax_native.cuda_library()
     records = measure(args.ops, args.sizes, device)
@@ -102,6 +102,7 @@ def main(argv=None) -> list[dict]:
     args.out.mkdir(parents=True, exist_ok=True)
     saved = {
         "machine": machine(device),
+        **recorded_at(),
         "native path available": native is not None,
         "records": records,
         "ratios": rows,

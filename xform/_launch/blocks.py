@@ -122,10 +122,11 @@ def kernels(op: Op, scalar: type) -> dict:
 
 
 @contextlib.contextmanager
-def cpu_blocks(device: str):
-    """Around recording a launch of these kernels: on the CPU (the GPU's route, in tests),
-    blocks of more than one thread, as Warp runs them with `enable_cpu_blocks`."""
-    if device != "cpu":
+def cpu_blocks(device: str, block_dim: int | None):
+    """Around recording a launch of `block_dim` threads a block (None: not one of these
+    kernels'): on the CPU (the GPU's route, in tests), blocks of that many threads, as
+    Warp runs them with `enable_cpu_blocks` (read when a launch is recorded)."""
+    if device != "cpu" or block_dim is None:
         yield
         return
     previous = wp.config.enable_cpu_blocks

@@ -64,7 +64,7 @@ def record(op: Op, product: Product, scalar: type, device: str, tile: Tile) -> w
             kernel = blocks.kernels(op, scalar)[flat]
         else:
             kernel = codegen.kernel(op, product, scalar, flat)
-        with blocks.cpu_blocks(device):
+        with blocks.cpu_blocks(device, block_dim):
             return wp.launch(
                 kernel, dim=dim, inputs=inputs, device=device, block_dim=block_dim,
                 record_cmd=True,
@@ -119,7 +119,7 @@ def sum_chunks(op: Op, product: Product, scalar: type, device: str) -> wp.Launch
         else:
             kernel = codegen.kernels(op, product, scalar)["sum_partials"]
             dim, block_dim, arrays = 1, None, [None] * (2 * len(op.results))
-        with record_lock, blocks.cpu_blocks(device):
+        with record_lock, blocks.cpu_blocks(device, block_dim):
             launch = cache[key] = wp.launch(
                 kernel, dim=dim, inputs=[indexing.FlatGrid(), *arrays], device=device,
                 block_dim=block_dim, record_cmd=True,
