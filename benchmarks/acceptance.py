@@ -81,7 +81,7 @@ def summary(folder: Path) -> str:
                      f"{r['ns per configuration']:.2f} ns, {share:.0%} of the peak "
                      "(target 50%)")  # fmt: skip
     if roofline.get("stores"):
-        lines += ["\n## Stores of one N-float element a thread (NOTES 41)\n",
+        lines += ["\n## Stores of one N-float element a thread (NOTES 44)\n",
                   "| N | plain µs | staged µs | one float a thread µs | staged correct |",
                   "|---:|---:|---:|---:|---|"]  # fmt: skip
         for r in roofline["stores"]:

@@ -15,7 +15,7 @@ ptxas reads: the version line is lowered, which changes nothing the counts rely 
 
 The counts are static: an instruction in a loop counts once, and Warp's grid-stride loop
 holds each kernel's body twice (for launches with and without a coordinate multiplier),
-so a per-thread figure is half a body's count. benchmarks/NOTES.md (41) reads them.
+so a per-thread figure is half a body's count. benchmarks/NOTES.md (44) reads them.
 """
 
 from __future__ import annotations

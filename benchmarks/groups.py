@@ -26,10 +26,10 @@ import jaxlie
 import numpy as np
 import pypose as pp
 import torch
-import xform.backends.jax as xj
-import xform.backends.torch as xt
 
 import xform
+import xform.backends.jax as xj
+import xform.backends.torch as xt
 from benchmarks.run import machine
 
 CASES = ("A @ B", "T @ points", "T.log()", "SE3.exp(xi)")

@@ -26,8 +26,8 @@ PATHS = ("native", "callback")
 
 def measure(ops, sizes, device: str) -> list[dict]:
     import numpy as np
-    import xform.backends.jax as xj
 
+    import xform.backends.jax as xj
     from benchmarks.peers import JAX
     from benchmarks.run import MODES, function, inputs, jax_runner, median_time
 
@@ -91,9 +91,8 @@ def main(argv=None) -> list[dict]:
     if device != "cpu":  # read at the first call: before any op is traced
         os.environ.setdefault("XFORM_JAX_CUDA", "native")
 
-    from xform.backends import jax_native
-
     from benchmarks.run import format_loop, loop_rows, machine, recorded_at
+    from xform.backends import jax_native
 
     native = jax_native.library() if device == "cpu" else jax_native.cuda_library()
     records = measure(args.ops, args.sizes, device)

@@ -15,8 +15,9 @@ For every graph (default: all of `../shared/data/pose_graphs`), from the chordal
 - for the 3D graphs, SE-Sync's objective at xform's solution against its certified f*.
 
 Each timing is the median of `--repeats` runs after one untimed warm-up run (which loads
-Warp's kernels and compiles JAX's functions; that first run's time is reported too), the
-frameworks and GTSAM interleaved. Thread pools are limited to one thread for all (GTSAM's
+Warp's kernels and compiles JAX's functions; that first run's time is reported too, and
+its overhead over the median, the compilation and loading, apart), the frameworks and
+GTSAM interleaved. Thread pools are limited to one thread for all (GTSAM's
 wheel is single-threaded; the per-edge arrays are too small for PyTorch's pool to help).
 """
 
@@ -43,7 +44,7 @@ DATA = REPO.parent / "shared" / "data" / "pose_graphs"
 sys.path.insert(0, str(REPO / "interop_examples"))
 
 import pose_graph  # noqa: E402
-from posegraph.framework import framework  # noqa: E402
+from posegraph.framework import array_in, element_in, framework, indices_in  # noqa: E402
 from posegraph.problem import make_problem  # noqa: E402
 
 from benchmarks.run import median_time  # noqa: E402
@@ -259,12 +260,12 @@ def edge_comparison(name: str, repeats: int) -> dict:
     for framework_name in ("torch", "jax"):
         fw = framework(framework_name)
         problem = make_problem(read_g2o(DATA / f"{name}.g2o"), fw)
-        poses = fw.group(chordal(problem, fw))
+        poses = element_in(fw, chordal(problem, fw))
         arguments = (
-            poses[fw.index(problem.i)],
-            poses[fw.index(problem.j)],
-            fw.group(problem.measurements).inverse(),
-            optim.sqrt_information(fw.array(problem.information)),
+            poses[indices_in(fw, problem.i)],
+            poses[indices_in(fw, problem.j)],
+            element_in(fw, problem.measurements).inverse(),
+            optim.sqrt_information(array_in(fw, problem.information)),
         )
 
         def by_methods(poses_i, poses_j, measurements_inverse, whitening):
@@ -326,6 +327,7 @@ def benchmark(names: list[str], repeats: int) -> list[dict]:
                     "seconds": median_of(runs[fw], "seconds"),
                     "seconds min": min(r["seconds"] for r in runs[fw]),
                     "first run seconds": first[fw]["seconds"],
+                    "first-run overhead": first[fw]["seconds"] - median_of(runs[fw], "seconds"),
                     # each round's run over GTSAM's of the same round: the machine's speed
                     # drifts by tens of percent over a benchmark, alike for neighbours
                     "gtsam ratio per round": [
@@ -374,7 +376,8 @@ def report_row(row: dict) -> None:
             f"{r['seconds'] / g['seconds']:.2f}x GTSAM, per round "
             f"{statistics.median(r['gtsam ratio per round']):.2f}x "
             f"({min(r['gtsam ratio per round']):.2f}-{max(r['gtsam ratio per round']):.2f}); "
-            f"first run {r['first run seconds']:.3f} s); per linearisation: residuals + "
+            f"first run {r['first run seconds']:.3f} s, compilation and loading "
+            f"{r['first-run overhead']:.3f} s); per linearisation: residuals + "
             f"Jacobians {1e3 * split['residuals']:.2f} ms, assembly "
             f"{1e3 * split['assembly']:.2f} ms, solve {1e3 * split['solve']:.2f} ms, other "
             f"{1e3 * split['other']:.2f} ms"

@@ -1,4 +1,4 @@
-"""What bounds xform's GPU kernels, measured on a lent GPU (issue 47; NOTES 41).
+"""What bounds xform's GPU kernels, measured on a lent GPU (issue 47; NOTES 44).
 
     python -m benchmarks.roofline [--device cuda|cpu] [--size 16777216]
                                   [--configurations 1000000] [--parts ...] [--out DIR]

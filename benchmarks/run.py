@@ -43,14 +43,14 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 import warp as wp
-import xform.backends.jax as xj
-import xform.backends.torch as xt
-from xform.backends import jax_native
 
 import xform
+import xform.backends.jax as xj
+import xform.backends.torch as xt
 from benchmarks.peers import JAX, TORCH
 from xform import _launch
 from xform._op import Product
+from xform.backends import jax_native
 from xform.ops import COMPOSITES
 
 OPS = [

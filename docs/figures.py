@@ -411,6 +411,28 @@ def kinematics_speed(results: dict) -> str:
     return table(header, rows, "--" + "r" * len(sizes))
 
 
+# --- dynamics (`python -m benchmarks.dynamics`) ----------------------------------------------
+
+
+@measured("dynamics_speed", "results_dynamics.json", "python -m benchmarks.dynamics")
+def dynamics_speed(results: dict) -> str:
+    """Panda, Solo-12 and Talos: xform's ns per configuration by batch size, and
+    Pinocchio's per call (its C++ loop where it was built, its Python calls), float64."""
+    rows = []
+    for r in results["records"]:
+        cpp = r.get("pinocchio c++ ns per call")
+        python = r.get("pinocchio python ns per call")
+        rows.append([
+            f"{r['robot']} ({r['nv']})", r["function"], f"{r['size']:,}",
+            f"{r['xform ns per configuration']:,.0f}",
+            f"{cpp:,.0f}" if cpp else "—", f"{python:,.0f}" if python else "—",
+            f"{python / r['xform ns per configuration']:.2f}x" if python else "—",
+        ])  # fmt: skip
+    header = ["robot (nv)", "function", "batch", "xform ns", "Pinocchio C++ ns",
+              "Pinocchio Python ns", "Python / xform"]  # fmt: skip
+    return table(header, rows, "--rrrrr")
+
+
 # --- pose graphs (`python -m benchmarks.pose_graph`) -----------------------------------------
 
 POSE_GRAPHS = "results_pose_graph.json"  # every graph (PARDISO, a quiet machine)
@@ -578,38 +600,96 @@ BAL = "results_bundle_adjustment.json"
 BAL_COMMAND = "python -m benchmarks.bundle_adjustment"
 
 
+def _methods(summary: dict, per_iteration: bool = False) -> list[list[str]]:
+    """A row per method that ran (a cost, its iterations, the median time with the fastest
+    in brackets, over the faster peer), and one naming the error of each that failed."""
+    rows = []
+    for name, run in summary.items():
+        if not isinstance(run, dict):
+            continue
+        if "cost" not in run:
+            width = 8 if per_iteration else 5
+            rows.append(
+                [name, "failed: " + run.get("error", "?")[:60]] + [""] * (width - 2)
+            )
+            continue
+        row = [
+            name,
+            f"{run['cost']:,.3f}",
+            str(run["iterations"]),
+            f"{seconds_text(run['seconds median'])} ({seconds_text(run['seconds min'])})",
+        ]
+        if per_iteration:
+            row.append(milliseconds(run["seconds median"] / max(run["iterations"], 1)))
+            row.append(seconds_text(run["first run seconds"]))
+            peak = run.get("peak bytes")
+            row.append("" if peak is None else f"{max(peak, 0) / 2**20:,.0f}")
+        row.append(
+            ratio(run["ratio to fastest peer"])
+            if "ratio to fastest peer" in run
+            else ""
+        )
+        rows.append(row)
+    return rows
+
+
 @measured("bundle_adjustment", BAL, BAL_COMMAND)
 def bundle_adjustment(results: dict) -> str:
     """Ladybug-49, the same number of Levenberg–Marquardt iterations each: the cost every
     method reached (one evaluator for all) and its time (median of the repeats; the
     fastest in brackets), over the faster peer's."""
-    rows = []
-    for name, run in results["summary"].items():
-        if not isinstance(run, dict):
-            continue
-        rows.append(
-            [
-                name,
-                f"{run['cost']:,.3f}",
-                str(run["iterations"]),
-                f"{seconds_text(run['seconds median'])} ({seconds_text(run['seconds min'])})",
-                ratio(run["ratio to fastest peer"]),
-            ]
-        )
     header = ["method", "cost", "iterations", "time", "/ the faster peer"]
-    return table(header, rows)
+    return table(header, _methods(results["problems"][0]["summary"]))
 
 
 @measured("bundle_adjustment_split", BAL, BAL_COMMAND)
 def bundle_adjustment_split(results: dict) -> str:
     """Milliseconds per linearisation, xform through PyTorch and through JAX."""
-    runs = {n: r for n, r in results["summary"].items() if "per linearisation" in r}
+    summary = results["problems"][0]["summary"]
+    runs = {n: r for n, r in summary.items() if "per linearisation" in r}
     parts = list(next(iter(runs.values()))["per linearisation"])
     rows = [
         [part, *(milliseconds(run["per linearisation"][part]) for run in runs.values())]
         for part in parts
     ]
     return table(["part", *runs], rows)
+
+
+BAL_SYNTHETIC = "results_bundle_adjustment_synthetic.json"
+BAL_SYNTHETIC_COMMAND = "python -m benchmarks.bundle_adjustment --problems 8x200 20x1000 100x5000 --repeats 3"
+
+
+@measured("bundle_adjustment_synthetic", BAL_SYNTHETIC, BAL_SYNTHETIC_COMMAND)
+def bundle_adjustment_synthetic(results: dict) -> str:
+    """Synthetic streets (`benchmarks/synthetic.py`), 30 Levenberg–Marquardt iterations
+    asked of each on the CPU, one thread: the cost reached (one evaluator), the time of
+    the runs after the first (median; fastest in brackets) and per iteration, the first
+    run's (with JAX's compilation and the kernels' loading), the peak memory a run adds
+    (MiB, resident set), and the time over the faster peer's."""
+    header = ["problem", "method", "cost", "iterations", "time", "per iteration, ms",
+              "first run", "peak MiB", "/ the faster peer"]  # fmt: skip
+    rows = []
+    for problem in results["problems"]:
+        label = (
+            f"{problem['cameras']} cameras, {problem['observations']:,} observations"
+        )
+        for row in _methods(problem["summary"], per_iteration=True):
+            rows.append([label, *row])
+            label = ""
+    return table(header, rows, "--" + "r" * 7)
+
+
+BAL_CONVERGE = "results_bundle_adjustment_converge.json"
+
+
+@measured(
+    "bundle_adjustment_converge", BAL_CONVERGE,
+    f"{BAL_SYNTHETIC_COMMAND} --converge 1e-10 --iterations 100",
+)  # fmt: skip
+def bundle_adjustment_converge(results: dict) -> str:
+    """The same problems solved to a relative decrease of 1e-10 (each method's own
+    iterations): the time of a solve."""
+    return bundle_adjustment_synthetic(results)
 
 
 LIETORCH = "results_lietorch.json"

@@ -52,9 +52,18 @@ def on_pre_build(config, **kwargs):
 
 
 def on_page_markdown(markdown: str, page, **kwargs) -> str:
-    """Each `<!-- measured: NAME -->` line becomes its figure or table (docs/figures.py)."""
+    """Each `<!-- measured: NAME -->` line becomes its figure or table (docs/figures.py),
+    and a `<!-- changelog -->` line the changelog's releases (CHANGELOG.md, its title
+    left out): the release notes are written once, where a release is made."""
     figures = sys.modules.get("xform_docs_figures") or _load(DOCS / "figures.py")
-    return figures.expand(markdown, page.file.src_uri)
+    markdown = figures.expand(markdown, page.file.src_uri)
+    if CHANGELOG_MARK in markdown:
+        releases = (ROOT / "CHANGELOG.md").read_text().split("\n", 1)[1]
+        markdown = markdown.replace(CHANGELOG_MARK, releases.strip())
+    return markdown
+
+
+CHANGELOG_MARK = "<!-- changelog -->"
 
 
 # --- what a site was built from --------------------------------------------------------------
@@ -64,6 +73,7 @@ ROOT = DOCS.parent
 # read, the examples they import, the data and the benchmark results they draw.
 SOURCES = (
     "mkdocs.yml",
+    "CHANGELOG.md",
     "docs",
     "xform",
     "interop_examples",

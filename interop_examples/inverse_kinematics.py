@@ -1,7 +1,8 @@
 """Inverse kinematics on `xform.optim`: a Franka Panda (example-robot-data) reaches many
 targets at once, position and orientation, within its joint limits, in PyTorch or JAX.
 
-    python interop_examples/inverse_kinematics.py [--framework torch|jax] [--targets N] [--seed S]
+    python interop_examples/inverse_kinematics.py [--framework torch|jax] [--device cpu|cuda]
+        [--targets N] [--seed S]
 
 Each target is the pose of the tool frame at a configuration drawn uniformly within the
 joint limits, so every target is reachable. One batched problem solves them all: the seven
@@ -11,7 +12,7 @@ translation and rotation), its Jacobian by forward mode through `chain.forward_k
 In PyTorch the targets are a leading batch axis (`optim.Problem(batch=N)`); in JAX one
 target's solve is mapped with `jax.vmap` under `jax.jit`. The targets not reached from the
 start configuration are solved again from random configurations (the same batched solve
-on the rest), up to `ROUNDS` times.
+on the rest), up to `ROUNDS` times. With `--device cuda` the solves run on the GPU.
 
 Prints last `final reached=<int>/<int> max_position_error=<float>
 max_rotation_error=<float> seconds=<float>` (seconds: the solves, not building or
@@ -38,6 +39,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from xform import SE3, optim  # noqa: E402
+from xform._frameworks import FRAMEWORKS, of  # noqa: E402
 from xform.kinematics import Chain  # noqa: E402
 
 TOOL = "panda_hand_tcp"
@@ -101,7 +103,7 @@ def residual_of(chain: Chain):
         tool = chain.forward_kinematics(full, links=[TOOL])[..., 0]
         error = target.inverse() @ tool
         velocity = chain.jacobian(full, TOOL)[..., :ARM]  # (..., 6, 7)
-        rotation_t = _transpose(tool.rotation().as_matrix())
+        rotation_t = tool.rotation().as_matrix().mT
         body = _concatenate(
             [rotation_t @ velocity[..., :3, :], rotation_t @ velocity[..., 3:, :]], -2
         )
@@ -110,18 +112,8 @@ def residual_of(chain: Chain):
     return residual, jacobian
 
 
-def _transpose(matrix):
-    return matrix.transpose(-1, -2) if hasattr(matrix, "detach") else matrix.swapaxes(-1, -2)
-
-
 def _concatenate(arrays, axis):
-    if hasattr(arrays[0], "detach"):
-        import torch
-
-        return torch.cat(arrays, axis)
-    import jax.numpy as jnp
-
-    return jnp.concatenate(arrays, axis)
+    return of(arrays[0]).concatenate(arrays, axis)
 
 
 def errors(panda: Panda, q: np.ndarray, target: SE3) -> tuple[np.ndarray, np.ndarray]:
@@ -137,23 +129,24 @@ def errors(panda: Panda, q: np.ndarray, target: SE3) -> tuple[np.ndarray, np.nda
 # --- the solves ------------------------------------------------------------------------------
 
 
-def torch_solver(panda: Panda):
+def torch_solver(panda: Panda, device: str = "cpu"):
     import torch
 
     residual, jacobian = residual_of(panda.chain)
-    lower = torch.from_numpy(panda.lower)
-    upper = torch.from_numpy(panda.upper)
+    lower = torch.from_numpy(panda.lower).to(device)
+    upper = torch.from_numpy(panda.upper).to(device)
 
     def solve(start: np.ndarray, target: SE3) -> np.ndarray:
         count = len(start)
         problem = optim.Problem(batch=count)
         q = problem.variables(
-            torch.from_numpy(start[:, None, :]),
+            torch.from_numpy(start[:, None, :]).to(device),
             lower=lower,
             upper=upper,
         )
-        finger = torch.full((count, 1, 1), FINGER, dtype=torch.float64)
+        finger = torch.full((count, 1, 1), FINGER, dtype=torch.float64, device=device)
         goal = target.reshape(count, 1).to_torch()
+        goal = type(goal)(goal.position.to(device), goal.quaternion.to(device))
         problem.add(
             residual,
             q[:],
@@ -162,16 +155,18 @@ def torch_solver(panda: Panda):
             name="tool pose",
         )
         result = optim.solve(problem, max_iterations=ITERATIONS, damping=1e-3)
-        return result.values(q)[:, 0].numpy()
+        return result.values(q)[:, 0].cpu().numpy()
 
     return solve
 
 
-def jax_solver(panda: Panda):
+def jax_solver(panda: Panda, device: str = "cpu"):
     import jax
     import jax.numpy as jnp
 
     jax.config.update("jax_enable_x64", True)
+    FRAMEWORKS["jax"].cache_compilations(Path.home() / ".cache" / "xform" / "jax")
+    place = functools.partial(FRAMEWORKS["jax"].to_device, device=device)
     residual, jacobian = residual_of(panda.chain)
     lower, upper = jnp.asarray(panda.lower), jnp.asarray(panda.upper)
 
@@ -196,7 +191,9 @@ def jax_solver(panda: Panda):
         count = len(start)
         size = 1 << max(count - 1, 0).bit_length()
         pad = np.concatenate([np.arange(count), np.zeros(size - count, np.int64)])
-        solved = batched(jnp.asarray(start[pad]), target[pad].to_jax())
+        goal = target[pad].to_jax()
+        goal = type(goal)(place(goal.position), place(goal.quaternion))
+        solved = batched(place(jnp.asarray(start[pad])), goal)
         return np.asarray(solved)[:count]
 
     return solve
@@ -208,13 +205,15 @@ def _panda(path: Path) -> Panda:
 
 
 @functools.cache
-def _solver(framework: str, path: Path):
-    """One solver per framework and robot: JAX's compiled functions are kept with it."""
+def _solver(framework: str, path: Path, device: str = "cpu"):
+    """One solver per framework, robot and device: JAX's compiled functions are kept with
+    it."""
     panda = _panda(path)
-    return (torch_solver if framework == "torch" else jax_solver)(panda)
+    return {"torch": torch_solver, "jax": jax_solver}[framework](panda, device)
 
 
-def run(framework: str = "torch", count: int = 1000, seed: int = 0, report=print):
+def run(framework: str = "torch", count: int = 1000, seed: int = 0, report=print,
+        device: str = "cpu"):  # fmt: skip
     """Solve `count` targets; returns (reached mask, position errors, rotation errors,
     seconds)."""
     path = panda_urdf()
@@ -222,7 +221,7 @@ def run(framework: str = "torch", count: int = 1000, seed: int = 0, report=print
         raise RuntimeError("example-robot-data is not installed: pip install example-robot-data")
     panda = _panda(path)
     _, target = panda.targets(count, seed)
-    solve = _solver(framework, path)
+    solve = _solver(framework, path, device)
     middle = 0.5 * (panda.lower + panda.upper)
     rng = np.random.default_rng(seed + 1)
     start = time.perf_counter()
@@ -273,13 +272,14 @@ def run(framework: str = "torch", count: int = 1000, seed: int = 0, report=print
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--framework", choices=["torch", "jax"], default="torch")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     parser.add_argument("--targets", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.targets < 1:
         parser.error(f"--targets must be positive, got {args.targets}")
     try:
-        reached, *_ = run(args.framework, args.targets, args.seed)
+        reached, *_ = run(args.framework, args.targets, args.seed, device=args.device)
     except (ValueError, RuntimeError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

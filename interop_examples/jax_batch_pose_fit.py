@@ -11,6 +11,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 import xform.backends.jax as xj
 
 SCENES, POINTS, STEPS = 1000, 64, 200

@@ -74,51 +74,56 @@ def loss_of(log_weight, xp, arrays):
 
 
 def learn(framework: str = "torch", steps: int = 8, report=print) -> list[float]:
-    truth, i, j, kind, measured, start = scenario()
-    losses = []
-    if framework == "torch":
-        import torch
+    """The losses of `steps` steps of gradient descent, in `framework` ("torch", "jax")."""
+    return LEARNERS[framework](scenario(), steps, report)
 
-        arrays = (
-            truth.to_torch(),
-            i,
-            j,
-            torch.from_numpy(kind),
-            measured.to_torch(),
-            start.to_torch(),
+
+def _report(report, step: int, loss, log_weight, gradient) -> None:
+    if report:
+        report(
+            f"step {step} loss={float(loss):.6f} log_weight={float(log_weight):.4f} "
+            f"gradient={float(gradient):.4g}"
         )
-        log_weight = torch.zeros((), dtype=torch.float64, requires_grad=True)
-        for step in range(steps):
-            loss = loss_of(log_weight, torch, arrays)
-            (gradient,) = torch.autograd.grad(loss, log_weight)
-            loss = loss.detach()
-            losses.append(float(loss))
-            if report:
-                report(
-                    f"step {step} loss={float(loss):.6f} "
-                    f"log_weight={float(log_weight.detach()):.4f} "
-                    f"gradient={float(gradient):.4g}"
-                )
-            with torch.no_grad():
-                log_weight -= LEARNING_RATE * gradient
-    else:
-        import jax
-        import jax.numpy as jnp
 
-        jax.config.update("jax_enable_x64", True)
-        arrays = (truth.to_jax(), i, j, jnp.asarray(kind), measured.to_jax(), start.to_jax())
-        value_and_grad = jax.value_and_grad(lambda w: loss_of(w, jnp, arrays))
-        log_weight = jnp.zeros(())
-        for step in range(steps):
-            loss, gradient = value_and_grad(log_weight)
-            losses.append(float(loss))
-            if report:
-                report(
-                    f"step {step} loss={float(loss):.6f} log_weight={float(log_weight):.4f} "
-                    f"gradient={float(gradient):.4g}"
-                )
-            log_weight = log_weight - LEARNING_RATE * gradient
+
+def _learn_torch(scenario_arrays, steps: int, report) -> list[float]:
+    import torch
+
+    truth, i, j, kind, measured, start = scenario_arrays
+    arrays = (truth.to_torch(), i, j, torch.from_numpy(kind), measured.to_torch(),
+              start.to_torch())  # fmt: skip
+    log_weight = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    losses = []
+    for step in range(steps):
+        loss = loss_of(log_weight, torch, arrays)
+        (gradient,) = torch.autograd.grad(loss, log_weight)
+        losses.append(float(loss))
+        _report(report, step, loss, log_weight.detach(), gradient)
+        with torch.no_grad():
+            log_weight -= LEARNING_RATE * gradient
     return losses
+
+
+def _learn_jax(scenario_arrays, steps: int, report) -> list[float]:
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    truth, i, j, kind, measured, start = scenario_arrays
+    arrays = (truth.to_jax(), i, j, jnp.asarray(kind), measured.to_jax(), start.to_jax())
+    value_and_grad = jax.value_and_grad(lambda w: loss_of(w, jnp, arrays))
+    log_weight = jnp.zeros(())
+    losses = []
+    for step in range(steps):
+        loss, gradient = value_and_grad(log_weight)
+        losses.append(float(loss))
+        _report(report, step, loss, log_weight, gradient)
+        log_weight = log_weight - LEARNING_RATE * gradient
+    return losses
+
+
+# Each framework's own way to differentiate through the solver: torch.autograd, jax.grad.
+LEARNERS = {"torch": _learn_torch, "jax": _learn_jax}
 
 
 def self_check() -> int:

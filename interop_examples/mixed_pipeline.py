@@ -14,10 +14,10 @@ import sys
 
 import jax
 import torch
-import xform.backends.jax as xj
-import xform.backends.torch as xt
 
 import xform
+import xform.backends.jax as xj
+import xform.backends.torch as xt
 
 SCENES, POINTS, FEATURES = 64, 32, 8
 

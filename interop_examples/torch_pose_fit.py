@@ -7,6 +7,7 @@ Prints its progress and the final pose error; exits non-zero if the pose is not 
 import sys
 
 import torch
+
 import xform.backends.torch as xt
 
 torch.manual_seed(0)

@@ -99,9 +99,9 @@ def test_pinocchio_gradient_peer_computes_xforms_gradient(monkeypatch):
         pytest.importorskip(module)
     import numpy as np
     import torch
-    import xform.backends.torch as xt
 
     import xform
+    import xform.backends.torch as xt
     from benchmarks.kinematics import PinocchioGradient, panda_urdf, with_mimic_finger
 
     path = panda_urdf()
@@ -176,3 +176,46 @@ def test_jax_calls_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):
     assert all(r["native ratio"] > 0 and r["callback ratio"] > 0 for r in rows)
     saved = json.loads((tmp_path / "jax_calls.json").read_text())
     assert saved["native path available"] and saved["loop"]
+
+
+def test_the_solver_device_checks_python_parts_run_on_the_cpu(tmp_path, monkeypatch):
+    """benchmarks/gpu_solver.sh's steps at tiny sizes on the CPU (the lent GPU is not CI's):
+    a synthetic bundle adjustment through xform, a pose graph against GTSAM's recorded
+    best, and the verdict that reads them."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    pytest.importorskip("torch")
+    from benchmarks import bundle_adjustment, gpu_solver
+
+    out = tmp_path / "ladybug_xform.json"
+    common = ["--device", "cpu", "--frameworks", "torch", "--peers", "--repeats", "1"]
+    bundle_adjustment.main(["--problems", "5x60", "--iterations", "3", *common, "--out", str(out)])
+    (problem,) = json.loads(out.read_text())["problems"]
+    row = problem["summary"]["xform torch"]
+    assert problem["cameras"] == 5 and row["iterations"] == 3 and row["cost"] > 0
+    assert row["first run seconds"] > 0 and row["peak bytes"] is not None
+    graph = Path(__file__).resolve().parents[1] / "data" / "pose_graphs" / "tinyGrid3D.g2o"
+    args = ["pose-graph", str(graph), "--device", "cpu", "--repeats", "1"]
+    gpu_solver.main([*args, "--out", str(tmp_path / "pose_graph_tiny.json")])
+    lines = gpu_solver.verdict(tmp_path, small=True)
+    assert any(line.startswith("PASS  tinyGrid3D (torch, chordal start)") for line in lines)
+    assert any("Ladybug-49, xform torch: cost" in line for line in lines)
+    assert any(line.startswith("FAIL  the large synthetic problem: no results") for line in lines)
+
+
+def test_dynamics_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):
+    """benchmarks/dynamics.py on one robot and one function at batch 1 (without the C++
+    loop, whose build takes minutes), and its --stash's URDFs."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    pytest.importorskip("pinocchio")
+    from benchmarks.dynamics import main, urdf_text
+
+    args = ["--sizes", "1", "2", "--robots", "panda", "--functions", "rnea", "--budget", "0"]
+    records = main([*args, "--no-cpp", "--out", str(tmp_path)])
+    assert [(r["robot"], r["function"], r["size"]) for r in records] == [
+        ("panda", "rnea", 1), ("panda", "rnea", 2)
+    ]  # fmt: skip
+    assert all(r["xform ns per configuration"] > 0 and r["ratio python"] > 0 for r in records)
+    saved = json.loads((tmp_path / "results_dynamics.json").read_text())
+    assert len(saved["records"]) == 2
+    text, floating = urdf_text("panda")
+    assert "<mimic" not in text and not floating

@@ -23,9 +23,9 @@ torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
+
 import xform.backends.jax as xj  # noqa: E402
 import xform.backends.torch as xt  # noqa: E402
-
 from xform._define import derived  # noqa: E402
 
 FRAMEWORKS = {

@@ -2,7 +2,7 @@
 float64 reference, gradients and tangents against the CPU path (itself checked against
 finite differences), gradcheck, vmap, a broadcast pose over many points (atomics into one
 address), non-contiguous inputs, zero-copy interop, no host-device mixing, 0-d batches,
-the groups and a kinematic chain.
+the groups, a kinematic chain and its dynamics.
 
 The GPU's routes are walked on the CPU too (device "cpu"), so that CI, which has no GPU,
 fails first where the GPU would: Warp arrays, whose allocations have no 0-d form; JAX's
@@ -30,6 +30,7 @@ from xform._op import Product
 try:
     import torch
     import torch.func
+
     import xform.backends.torch as xt
 except ImportError:
     torch = None
@@ -671,6 +672,71 @@ def test_kinematics_through_torch_match_numpy(device, batch, rng):
         assert g.shape == w.shape
         np.testing.assert_allclose(g.detach().cpu().numpy(), w, **CLOSE)
     np.testing.assert_allclose(grad.cpu().numpy(), want_grad, **CLOSE)
+
+
+def dynamics_chain(floating):
+    from test_dynamics import TREE
+
+    return xform.kinematics.Chain.from_urdf(TREE, floating_base=floating)
+
+
+def dynamics_expected(chain, q, v, a):
+    """Inverse dynamics, the mass matrix and forward dynamics on NumPy, and the gradient
+    in q of the sum of the torques."""
+    tau = chain.inverse_dynamics(q, v, a)
+    op = chain.dynamics_op("inverse_dynamics")
+    args = chain.dynamics_arguments("inverse_dynamics", q, v, a)
+    gradient = xform.vjp(op, args, np.ones_like(tau))[0]
+    return [tau, chain.mass_matrix(q), chain.forward_dynamics(q, v, tau)], gradient
+
+
+@pytest.mark.parametrize("floating", [False, True], ids=["fixed", "floating"])
+@pytest.mark.parametrize("batch", [(), (4,)])
+@pytest.mark.parametrize("device", DEVICES)
+def test_dynamics_through_jax_match_numpy(jax_on, device, batch, floating, rng):
+    """Inverse dynamics, the mass matrix, forward dynamics and a gradient, jitted, with
+    and without a batch (the tables are 0-d operands)."""
+    jax, where = jax_on
+    chain = dynamics_chain(floating)
+    from dynamics_reference import random_state
+
+    q, v, a = random_state(chain, rng, batch)
+    want, want_grad = dynamics_expected(chain, q, v, a)
+    with walked(device):
+        x, y, z = (jax.device_put(t, where) for t in (q, v, a))
+        tau = jax.jit(chain.inverse_dynamics)(x, y, z)
+        m = jax.jit(chain.mass_matrix)(x)
+        acc = jax.jit(chain.forward_dynamics)(x, y, tau)
+        grad = jax.jit(jax.grad(lambda q: chain.inverse_dynamics(q, y, z).sum()))(x)
+    for g, w in zip([tau, m, acc], want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(np.asarray(g), w, **CLOSE)
+    np.testing.assert_allclose(np.asarray(grad), want_grad, **CLOSE)
+
+
+@pytest.mark.parametrize("floating", [False, True], ids=["fixed", "floating"])
+@pytest.mark.parametrize("batch", [(), (4,)])
+@pytest.mark.parametrize("device", DEVICES)
+@needs_torch
+def test_dynamics_through_torch_match_numpy(device, batch, floating, rng):
+    chain = dynamics_chain(floating)
+    from dynamics_reference import random_state
+
+    q, v, a = random_state(chain, rng, batch)
+    want, want_grad = dynamics_expected(chain, q, v, a)
+    x, y, z = tensors([q, v, a], device, requires_grad=True)
+    with walked(device):
+        tau = chain.inverse_dynamics(x, y, z)
+        m = chain.mass_matrix(x)
+        acc = chain.forward_dynamics(x, y, tau)
+        (grad,) = torch.autograd.grad(tau.sum(), [x])
+        derivatives = chain.inverse_dynamics_derivatives(x.detach(), y.detach(), z.detach())
+    for g, w in zip([tau, m, acc], want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g.detach().cpu().numpy(), w, **CLOSE)
+    np.testing.assert_allclose(grad.cpu().numpy(), want_grad, **CLOSE)
+    for g, w in zip(derivatives, chain.inverse_dynamics_derivatives(q, v, a)):
+        np.testing.assert_allclose(g.cpu().numpy(), w, **CLOSE)
 
 
 # --- user ops --------------------------------------------------------------------------

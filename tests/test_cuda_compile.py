@@ -165,7 +165,7 @@ def test_a_kernel_that_does_not_compile_for_cuda_is_reported():
 
 
 def test_the_gpu_sums_broadcast_gradients_in_order_and_stores_results_whole_lines(monkeypatch):
-    """What the GPU's code does, read from its PTX (benchmarks/NOTES.md, 41): the VJP of
+    """What the GPU's code does, read from its PTX (benchmarks/NOTES.md, 44): the VJP of
     a broadcast pose sums it in blocks with no atomic add (so the same bits on every run),
     where the strided runs it replaces add atomically; and a 3x3 result goes through
     shared memory, to be stored 32 consecutive floats per instruction."""

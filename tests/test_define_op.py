@@ -337,6 +337,9 @@ def test_define_op_checks_its_arguments():
     for work in (0.5, "2", True, float("nan")):
         with pytest.raises(ValueError, match="work must be a number of at least 1"):
             xform.define_op("bad", polar, {"vector": (3,)}, POLAR_RESULTS, work=work)
+    for unroll in (-1, 2.0, True, "16"):
+        with pytest.raises(ValueError, match="max_unroll must be None or an int >= 0"):
+            xform.define_op("bad", polar, {"vector": (3,)}, POLAR_RESULTS, max_unroll=unroll)
     with pytest.raises(TypeError, match="must be a @wp.func"):
         xform.define_op("bad", lambda v: v, {"vector": (3,)}, {"length": ()})
     with pytest.raises(ValueError, match="takes 1 arguments; expected 2"):
@@ -598,3 +601,22 @@ def test_heavy_elements_split_over_the_threads_sooner(rng, monkeypatch):
     np.testing.assert_array_equal(
         xform.vjp(heavy, [vectors], cotangents)[0], xform.vjp(light, [vectors], cotangents)[0]
     )
+
+
+def test_max_unroll_caps_the_unrolling_of_kernels_that_do_not_differentiate(rng):
+    """`max_unroll` reaches the Warp module of the kernels that run the function and its
+    closed forms; the kernels that run Warp's adjoint keep unrolling (their loops must)."""
+    from xform._launch import codegen, source
+
+    op = xform.define_op(
+        "scaled_rotate_rolled", scaled_rotate, {"quaternion": (4,), "points": (3,), "scale": ()},
+        {"out_points": (3,)}, scaled_rotate_tangent, scaled_rotate_vjp, max_unroll=1,
+    )  # fmt: skip
+    q = np.array([1.0, 0.0, 0.0, 0.0])
+    np.testing.assert_allclose(op(q, rng.normal(size=(2, 3)), 2.0).shape, (2, 3))
+    forward = wp.get_module(source.module_name(op, "forward", wp.float64))
+    assert forward.options["max_unroll"] == 1
+    derived = xform._define.derived(op)
+    xform.vjp(derived, (q, rng.normal(size=(2, 3)), 2.0), rng.normal(size=(2, 3)))
+    adjoint = wp.get_module(source.module_name(derived, "vjp", wp.float64))
+    assert adjoint.options["max_unroll"] == codegen.ADJOINT_MAX_UNROLL

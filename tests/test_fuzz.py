@@ -258,3 +258,27 @@ def test_bad_input_fuzz_of_every_family(name, data):
         return [arrays[a] for a in names]
 
     fuzz(data, subject, clean_of)
+
+
+
+@pytest.mark.parametrize("front", sorted(FRONTS))
+def test_a_number_beside_a_list_names_the_list(front):
+    """Every op with a scalar operand, that operand given as a number (its natural
+    spelling) beside another operand given as a list: the list is named, whichever its
+    place. (The number was made an array like the first non-scalar argument, and a list
+    there has no framework: an AttributeError.) Each call raises before any kernel runs."""
+    arrays = {"numpy": np.asarray, "torch": torch.as_tensor, "jax": jax.numpy.asarray}[front]
+    function = {"numpy": lambda op: op, "torch": xt.function, "jax": xj.function}[front]
+    scalar_ops = [op for op in xform.OPS.values() if any(o.element == () for o in op.operands)]
+    assert "quaternion_slerp" in {op.name for op in scalar_ops}
+    for op in scalar_ops:
+        clean = random_args(op.name, [()] * len(op.operands), np.random.default_rng(0))
+        for k, operand in enumerate(op.operands):
+            if operand.element == ():
+                continue
+            args = [
+                0.3 if o.element == () else np.asarray(x).tolist() if j == k else arrays(x)
+                for j, (o, x) in enumerate(zip(op.operands, clean))
+            ]
+            with pytest.raises(TypeError, match=f"'{operand.name}' is a builtins.list"):
+                function(op)(*args)

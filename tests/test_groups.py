@@ -335,6 +335,15 @@ def test_mixed_pipeline_torch_group_to_jax_and_back(rng):
     np.testing.assert_allclose(quaternion.grad.numpy(), expected[1], atol=1e-11)
 
 
+def test_gradient_of_a_tree_with_one_leaf_of_each_framework_names_both(rng):
+    """With as many torch leaves as JAX ones neither is the odd one out: the TypeError
+    names a place of each."""
+    tree = [sample("SO2", rng).to_torch(), jnp.asarray(rng.normal(size=()))]
+    message = r"mix frameworks: .* at \[0\] of argument 0.* at \[1\] of argument 0"
+    with pytest.raises(TypeError, match=message):
+        manifold.grad(lambda t: t[0].log().sum() + t[1] ** 2)(tree)
+
+
 # --- batches ----------------------------------------------------------------------------------
 
 

@@ -309,14 +309,13 @@ def test_bridges_keep_bounded_caches_of_user_functions():
     FFI targets: the cache is bounded, and the op products' cache does not grow."""
     pytest.importorskip("torch")
     jax = pytest.importorskip("jax")
-    from xform.backends import bridges
-    from xform.backends import jax as xj
+    from xform.backends import _jax_ffi, bridges
 
     assert bridges._differentiable_call.cache_info().maxsize is not None
-    before = xj.ffi_callable.cache_info().currsize
+    before = _jax_ffi.ffi_callable.cache_info().currsize
     doubled = xform.torch_to_jax(lambda x: 2 * x)
     np.testing.assert_allclose(doubled(jax.numpy.ones(3)), 2.0)
-    assert xj.ffi_callable.cache_info().currsize == before
+    assert _jax_ffi.ffi_callable.cache_info().currsize == before
 
 
 def test_jax_to_torch_inside_torch_compile_equals_eager(rng):

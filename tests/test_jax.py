@@ -224,9 +224,8 @@ def test_eager_calls_compile_once_per_shape(rng, monkeypatch):
 def test_a_failure_inside_the_ffi_call_raises_instead_of_crashing(rng, monkeypatch):
     """xform's Python FFI function (the native handler's fallback) turns an exception
     in the launch into an XLA error. (The native handler's: test_jax_native.py.)"""
-    from xform.backends import jax_native
-
     from xform import _launch
+    from xform.backends import jax_native
 
     def broken(*args, **kwargs):
         raise RuntimeError("launch failed")

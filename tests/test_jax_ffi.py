@@ -140,9 +140,10 @@ ESCAPING = """
 def escaping(*args):
     raise KeyboardInterrupt
 
-function = xj._GUARDED(escaping)
+from xform.backends import _jax_ffi
+function = _jax_ffi._GUARDED(escaping)
 jax.clear_caches()
-xj._guarded = lambda *args: ctypes.cast(function, ctypes.c_void_p).value
+_jax_ffi._guarded = lambda *args: ctypes.cast(function, ctypes.c_void_p).value
 must_fail("did not finish")
 """
 

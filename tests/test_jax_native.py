@@ -20,9 +20,8 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
 xj = pytest.importorskip("xform.backends.jax")
-from xform.backends import jax_native  # noqa: E402
-
 from xform._launch import program as _program  # noqa: E402
+from xform.backends import jax_native  # noqa: E402
 
 if jax_native.mode() == "callback":
     pytest.skip("XFORM_JAX_CPU=callback", allow_module_level=True)
@@ -163,20 +162,22 @@ def test_registration_sums_agree(weighted, rng):
     assert_same_bits(*both_paths(compute))
 
 
-def call_program(program, token, x):
+def call_program(key, x):
     call = jax.ffi.ffi_call(jax_native.TARGET, jax.ShapeDtypeStruct(x.shape, x.dtype))
-    return call(x, program=np.int64(program.ctypes.data), token=np.int64(token))
+    return call(x, program=np.int64(key))
 
 
 def test_an_error_inside_the_handler_is_a_python_error_and_the_process_goes_on(rng):
     x = jnp.zeros(4)
     failing = _program.failing_program([32], [32])
+    key = 0x5EED_F00D_1234
+    assert LIBRARY.register(key, failing.ctypes.data)
     with pytest.raises(Exception, match="FAIL step"):
-        np.asarray(jax.jit(lambda x: call_program(failing, LIBRARY.token, x))(x))
-    with pytest.raises(Exception, match="another process"):
-        np.asarray(jax.jit(lambda x: call_program(failing, LIBRARY.token + 1, x))(x))
+        np.asarray(jax.jit(lambda x: call_program(key, x))(x))
+    with pytest.raises(Exception, match="never recorded in this process"):
+        np.asarray(jax.jit(lambda x: call_program(key + 1, x))(x))
     with pytest.raises(Exception, match="size does not match"):  # 5 doubles, not 4
-        np.asarray(jax.jit(lambda x: call_program(failing, LIBRARY.token, x))(jnp.zeros(5)))
+        np.asarray(jax.jit(lambda x: call_program(key, x))(jnp.zeros(5)))
     t, q, p = rng.normal(size=3), rng.normal(size=4), rng.normal(size=(9, 3))
     np.testing.assert_array_equal(
         np.asarray(jax.jit(xj.transform_points)(t, q, p)), xform.transform_points(t, q, p)
@@ -236,3 +237,47 @@ def test_it_builds_with_no_compiler_on_path(tmp_path):
     out = run(env, tmp_path)
     assert out == ["path: native", "warnings: []"]
     assert list((tmp_path / "cache").glob("jax_native_*.o"))
+
+
+def test_the_registry_keeps_every_program_through_its_growth():
+    """Past the first table's 512 programs the registry grows; every key still finds its
+    program (a FAIL program, each under its own key), and a key registered again takes
+    the newer program."""
+    failing = _program.failing_program([32], [32])
+    x = jnp.zeros(4)
+    keys = [0x7A11_0000 + 7919 * k for k in range(1500)]
+    for key in keys:
+        assert LIBRARY.register(key, failing.ctypes.data)
+    for key in (keys[0], keys[700], keys[-1]):
+        with pytest.raises(Exception, match="FAIL step"):
+            np.asarray(jax.jit(lambda x, key=key: call_program(key, x))(x))
+
+
+PERSISTENT = """
+import jax, jax.numpy as jnp, numpy as np, os, sys, time
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+import xform.backends.jax as xj
+from xform.backends import jax_native
+assert jax_native.library() is not None
+f = jax.jit(lambda t, q, p: xj.transform_points(t, q, xj.transform_points(t, q, p)).sum())
+t, q, p = jnp.asarray([0.1, 0.2, 0.3]), jnp.asarray([1.0, 0, 0, 0]), jnp.ones((7, 3))
+print(float(f(t, q, p)), len(os.listdir(sys.argv[1])))
+"""
+
+
+def test_a_persistent_compilation_cache_entry_runs_in_another_process(tmp_path):
+    """An executable that JAX's persistent cache wrote in one process runs in the next:
+    its calls name their programs by keys that process registers when it traces them
+    (an address, as before, made every entry useless in another process)."""
+    runs = [
+        subprocess.run([sys.executable, "-c", PERSISTENT, str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+        for _ in range(2)
+    ]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    first, second = (run.stdout.strip().splitlines()[-1].split() for run in runs)
+    assert first[0] == second[0]  # the same value, from the cached executable
+    assert int(first[1]) > 0 and int(second[1]) == int(first[1])  # read, not written again

@@ -129,3 +129,53 @@ def test_no_room_is_over_the_limit():
         if (lines := len(path.read_text().splitlines())) > ROOM_LINES
     }
     assert not long, f"rooms over {ROOM_LINES} lines: {long}"
+
+
+# --- one framework object, used everywhere -------------------------------------------------
+
+FRAMEWORK_NAMES = {"numpy", "warp", "torch", "jax"}
+# Where a framework may be named: its object (xform/_frameworks/) and its adapter.
+NAMING_FRAMEWORKS = ("xform/_frameworks/", "xform/backends/")
+# The solver's own tests of frameworks are the solver's to move (its loop is one for both).
+NOT_YET: tuple[str, ...] = ()
+
+
+def framework_tests(source: str) -> list[int]:
+    """The lines of `source` that compare a value with a framework's name (`kind ==
+    "torch"`, `"jax" in kinds`, `name in ("torch", "jax")`): each such test is a branch
+    on the framework that belongs in its `Framework` object."""
+
+    def names_a_framework(node) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in FRAMEWORK_NAMES
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(names_a_framework(e) for e in node.elts)
+        return False
+
+    return sorted(
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Compare)
+        and any(names_a_framework(side) for side in (node.left, *node.comparators))
+    )
+
+
+def test_no_framework_is_branched_on_outside_its_object():
+    found = []
+    for folder in ("xform", "interop_examples"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            where = path.relative_to(ROOT).as_posix()
+            if where.startswith(NAMING_FRAMEWORKS + NOT_YET):
+                continue
+            found += [f"{where}:{line}" for line in framework_tests(path.read_text())]
+    assert not found, "framework tests outside xform/_frameworks/:\n" + "\n".join(found)
+
+
+def test_the_framework_check_finds_each_spelling():
+    source = (
+        'if kind == "torch": pass\n'
+        'x = "jax" in kinds\n'
+        'y = name not in ("numpy", "warp")\n'
+        'z = kind == "cuda"\n'
+    )
+    assert framework_tests(source) == [1, 2, 3]

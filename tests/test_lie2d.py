@@ -456,8 +456,9 @@ def test_jax_check_grads_near_singular_angles(name):
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    import xform.backends.jax as xj
     from helpers import check_grads
+
+    import xform.backends.jax as xj
 
     check_grads(getattr(xj, name), tuple(near_singular_inputs(name)))
 

@@ -265,6 +265,61 @@ def test_lie_group_parameter_under_sgd_and_adam(gen):
                                    atol=1e-3)  # fmt: skip
 
 
+OPTIMISERS = [
+    (torch.optim.SGD, {"lr": 0.5}),
+    (torch.optim.SGD, {"lr": 0.2, "momentum": 0.5}),
+    (torch.optim.Adam, {"lr": 0.1}),
+    (torch.optim.AdamW, {"lr": 0.1}),
+    (torch.optim.Adamax, {"lr": 0.1}),
+    (torch.optim.NAdam, {"lr": 0.1}),
+    (torch.optim.RAdam, {"lr": 0.1}),
+    (torch.optim.RMSprop, {"lr": 0.02}),
+    (torch.optim.Adagrad, {"lr": 0.3}),
+    (torch.optim.Adadelta, {"lr": 20.0}),
+    (torch.optim.Rprop, {"lr": 0.05}),
+    (torch.optim.ASGD, {"lr": 0.5}),
+]
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+@pytest.mark.parametrize(
+    "optimiser, options", OPTIMISERS, ids=[f"{o.__name__}{len(k)}" for o, k in OPTIMISERS]
+)
+def test_group_is_the_held_element_under_every_optimiser(optimiser, options, foreach, gen):
+    """`P.group` is always the element P holds (`P.retr()`'s value), whether the step went
+    through `add_` (SGD, for-loop), a foreach kernel or another optimiser's in-place ops:
+    LieTorch code reads `P.group`. An SO3 fit, as the issue's (Adam, lr 0.1, 150 steps: the
+    group stayed 0.62 rad away): the group read back moves to the target with the
+    retraction (Adadelta, slow by design, only part of the way)."""
+    target = random_element("SO3", (), gen, sigma=1.0)
+    parameter = lt.LieGroupParameter(lt.SO3.Identity(1, dtype=torch.float64))
+    start = float((parameter.group * target.inv()).log().norm())
+    opt = optimiser([parameter], foreach=foreach, **options)
+    for _ in range(150):
+        opt.zero_grad()
+        loss = (parameter.retr() * target.inv()).log().square().sum()
+        loss.backward()
+        opt.step()
+        held = parameter.retr().data.detach()
+        torch.testing.assert_close(parameter.group.data, held, rtol=0, atol=0)
+    assert not parameter.group.data.requires_grad
+    error = float((parameter.group * target.inv()).log().norm())
+    bound = 0.2 * start if optimiser is torch.optim.Adadelta else 1e-2
+    assert error < bound, f"{optimiser.__name__}: {error} rad from the target ({start} at first)"
+
+
+def test_setting_group_holds_that_element(gen):
+    element = random_element("SE3", (2,), gen)
+    parameter = lt.LieGroupParameter(lt.SE3.Identity(2, dtype=torch.float64))
+    with torch.no_grad():
+        parameter.add_(torch.ones(2, 6, dtype=torch.float64))
+        torch.Tensor.add_(parameter, 0.5)  # a tangent away, as Adam leaves it
+    parameter.group = element
+    assert torch.all(parameter.as_subclass(torch.Tensor) == 0)
+    torch.testing.assert_close(parameter.group.data, element.data)  # exp(0) X, to rounding
+    torch.testing.assert_close(parameter.retr().data, element.data)
+
+
 # --- layouts, constructors, broadcasting -------------------------------------------------------
 
 

@@ -44,9 +44,8 @@ def test_forcing_a_path_holds_in_its_own_thread_only():
 
 def test_native_programs_are_kept_per_thread_count(monkeypatch):
     pytest.importorskip("jax")
-    from xform.backends import jax_native
-
     from xform import _launch
+    from xform.backends import jax_native
 
     op = xform.OPS["transform_points"]
     big = _launch.tiling.PARALLEL_MIN_ELEMENTS

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xform import SE2, SE3, manifold
+from xform import SE2, SE3, manifold, to_numpy
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data" / "pose_graphs"  # the small graphs shipped with the repository
@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO / "interop_examples"))
 
 import pose_graph  # noqa: E402
 from posegraph import groups  # noqa: E402
-from posegraph.framework import framework  # noqa: E402
+from posegraph.framework import array_in, element_in, framework  # noqa: E402
 from posegraph.initial import chordal, odometry  # noqa: E402
 from posegraph.optimise import edge_jacobians, edge_residuals_and_jacobians  # noqa: E402
 from posegraph.problem import make_problem  # noqa: E402
@@ -156,17 +156,17 @@ def test_one_kernel_edges_match_the_group_methods_whitened(rng, group, framework
     count, d = len(measurements), group.tangent_dim
     whitening = np.triu(rng.normal(size=(count, d, d))) + 3.0 * np.eye(d)
     i, j = np.arange(count), np.arange(count, 2 * count)
-    poses_i, poses_j = fw.group(poses[i]), fw.group(poses[j])
-    z_inverse = fw.group(measurements).inverse()
+    poses_i, poses_j = element_in(fw, poses[i]), element_in(fw, poses[j])
+    z_inverse = element_in(fw, measurements).inverse()
     residual, (jacobian_i, jacobian_j) = edge_jacobians(
-        poses_i, poses_j, z_inverse, fw.array(whitening)
+        poses_i, poses_j, z_inverse, array_in(fw, whitening)
     )
     expected = edge_residuals_and_jacobians(*(g.to_numpy() for g in (poses_i, poses_j, z_inverse)))
     np.testing.assert_allclose(
-        fw.numpy(residual), (whitening @ expected[0][..., None])[..., 0], rtol=1e-12, atol=1e-12
+        to_numpy(residual), (whitening @ expected[0][..., None])[..., 0], rtol=1e-12, atol=1e-12
     )
     for got, want in zip((jacobian_i, jacobian_j), expected[1:]):
-        np.testing.assert_allclose(fw.numpy(got), whitening @ want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(to_numpy(got), whitening @ want, rtol=1e-12, atol=1e-12)
 
 
 def test_nearest_rotations_in_2d(rng):

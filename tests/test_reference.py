@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import xform.backends
 
 import xform
+import xform.backends
 from xform.ops import COMPOSITES
 
 ROOT = Path(__file__).resolve().parent.parent

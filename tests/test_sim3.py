@@ -312,3 +312,47 @@ def test_bad_input_names_the_argument():
         xform.Sim3.identity() @ xform.SE3.identity()
     with pytest.raises(ValueError, match=r"Sim3.exp: 'tangent' has shape \(6,\)"):
         xform.Sim3.exp(np.zeros(6))
+
+
+FRONT_ENDS = {"numpy": np.asarray, "torch": torch.as_tensor, "jax": jnp.asarray}
+
+
+@pytest.mark.parametrize("framework", sorted(FRONT_ENDS))
+@pytest.mark.parametrize("bad", [0.0, -1.0, -0.0, np.nan, np.inf, -np.inf])
+def test_a_scale_not_positive_and_finite_is_refused_naming_its_index(framework, bad):
+    """Where the values are concrete: the constructor, from_parameters (both layouts),
+    from_se3 and from_rotation_and_translation; the first bad element's index named."""
+    array = FRONT_ENDS[framework]
+    scales = np.array([[1.0, 2.0], [3.0, bad]])
+    t, q = np.zeros((2, 2, 3)), np.tile([1.0, 0.0, 0.0, 0.0], (2, 2, 1))
+    message = r"Sim3: 'scale' must be positive and finite; scale\[1, 1\] is "
+    with pytest.raises(ValueError, match=message):
+        xform.Sim3(array(t), array(q), array(scales))
+    with pytest.raises(ValueError, match=r"Sim3: 'scale' must be positive .* scale is "):
+        xform.Sim3(array(t[0, 0]), array(q[0, 0]), array(np.float64(bad)))
+    for layout, column in (("xyz_wxyz_s", 7), ("xyz_xyzw_s", 7)):
+        parameters = np.concatenate([t, q, scales[..., None]], -1)
+        with pytest.raises(ValueError, match=rf"column 7 of 'parameters'.*\[1, 1, {column}\]"):
+            xform.Sim3.from_parameters(array(parameters), layout)
+    pose = xform.SE3(array(t), array(q))
+    with pytest.raises(ValueError, match=r"scale\[1, 1\]"):
+        xform.Sim3.from_se3(pose, array(scales))
+    with pytest.raises(ValueError, match=r"scale\[1, 1\]"):
+        xform.Sim3.from_rotation_and_translation(xform.SO3(array(q)), array(t), array(scales))
+    scales[1, 1] = np.finfo(np.float64).tiny  # the smallest positive normal: accepted
+    assert xform.Sim3(array(t), array(q), array(scales)).shape == (2, 2)
+
+
+def test_traced_scales_are_not_read():
+    """Under jit, vmap or grad (JAX) and torch.func the values are not concrete: no check,
+    no error (the op's own result for a bad scale is NaN, as LieTorch's is)."""
+    q = np.array([1.0, 0.0, 0.0, 0.0])
+    jitted = jax.jit(lambda s: xform.Sim3(jnp.zeros(3), jnp.asarray(q), s).scale())
+    assert float(jitted(jnp.array(-1.0))) == -1.0
+    assert jax.vmap(lambda s: xform.Sim3(jnp.zeros(3), jnp.asarray(q), s).log())(
+        jnp.array([2.0, 3.0])
+    ).shape == (2, 7)
+    log = torch.func.vmap(
+        lambda s: xform.Sim3(torch.zeros(3, dtype=s.dtype), torch.as_tensor(q), s).log()
+    )(torch.tensor([2.0, 0.5], dtype=torch.float64))
+    np.testing.assert_allclose(log[:, 6].numpy(), np.log([2.0, 0.5]))

@@ -16,12 +16,12 @@ from ._functions import FUNCTIONS as _FUNCTIONS
 from ._functions import jvp, vjp
 from ._interop import to_jax, to_numpy, to_torch, to_warp
 from ._op import Op, Operand, Result
-from ._second_order import HigherDerivativeError
 from ._random import random_quaternion
+from ._second_order import HigherDerivativeError
 from .groups import SE2, SE3, SO2, SO3, Sim3
 from .ops import OPS
 
-__version__ = "0.1.0"
+__version__ = "0.5.0"
 
 # Every op as a function of this module (the list is generated: `docs/api.md` has it).
 globals().update(_FUNCTIONS)

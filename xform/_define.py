@@ -82,6 +82,7 @@ def define_op(
     family: str = "",
     runs: bool = False,
     work: float = 1.0,
+    max_unroll: int | None = None,
     result_buffers: Sequence[str] = (),
     gradient_buffers: Sequence[str] = (),
     product_of: tuple[Op, Product] | None = None,
@@ -116,7 +117,9 @@ def define_op(
     operands are broadcast or prepared); `work` is an element's weight relative to a
     small rotation's or pose product's (1): a CPU launch splits over the threads from
     `PARALLEL_MIN_ELEMENTS / work` elements, so a heavy element (a whole kinematic tree)
-    splits at fewer; `result_buffers` and `gradient_buffers` name cuRobo's optional
+    splits at fewer; `max_unroll` caps the unrolling of fixed-bound loops in the kernels
+    that do not differentiate the function (a whole kinematic tree compiles in a fraction
+    of the time with `max_unroll=1`); `result_buffers` and `gradient_buffers` name cuRobo's optional
     preallocated buffers (PyTorch only); `family` names the section of the op reference
     that lists the op (xform's built-ins have one). `product_of` is for xform's own
     second-order ops (`_second_order.py`): the op and the product this op computes.
@@ -158,6 +161,10 @@ def define_op(
         )
     if isinstance(work, bool) or not isinstance(work, (int, float)) or not work >= 1:
         raise _error(name, f"work must be a number of at least 1, got {work!r}")
+    if max_unroll is not None and (
+        isinstance(max_unroll, bool) or not isinstance(max_unroll, int) or max_unroll < 0
+    ):
+        raise _error(name, f"max_unroll must be None or an int >= 0, got {max_unroll!r}")
     bad = [b for b in (*result_buffers, *gradient_buffers) if not _is_name(b)]
     if bad:
         raise _error(name, f"buffer names {bad} are not Python identifiers")
@@ -172,6 +179,7 @@ def define_op(
         family,
         runs,
         float(work),
+        max_unroll,
         tuple(result_buffers),
         tuple(gradient_buffers),
         product_of,
@@ -189,6 +197,7 @@ def define_op(
             family=family,
             runs=runs,
             work=float(work),
+            max_unroll=max_unroll,
             result_buffers=tuple(result_buffers),
             gradient_buffers=tuple(gradient_buffers),
             product_of=product_of,

@@ -131,8 +131,13 @@ def numbers_as_arrays(op: Op, args: Sequence[Any]) -> Sequence[Any]:
     scalars = [buffers.is_number(x) and o.element == () for o, x in zip(op.operands, args)]
     if not any(scalars):
         return args
-    like = next((x for x, scalar in zip(args, scalars) if not scalar), None)
-    framework = _frameworks.NUMPY if like is None else _frameworks.of(like)
+    # The first array of any framework: a non-array (a list) is left for the front end's
+    # type check, which names it.
+    framework, like = next(
+        ((_frameworks.of(x), x) for x, scalar in zip(args, scalars) if not scalar
+         and _frameworks.of(x) is not None),
+        (_frameworks.NUMPY, None),
+    )  # fmt: skip
 
     def convert(x):
         # A NumPy float keeps its dtype; other numbers take like's (float64 without one).
@@ -166,7 +171,7 @@ def apply(op: Op, args: Sequence[Any]):
     args = numbers_as_arrays(op, args)
     kind = array_kind(op, args)
     if kind in ALLOCATORS:
-        key = _repeat_key(args) if kind == "numpy" else None
+        key = _repeat_key(args)  # None but for NumPy arrays
         if key is not None:
             pointers = [x.ctypes.data for x in args]
             results = repeats.repeat(op, Product.FORWARD, key, pointers, *ALLOCATORS[kind])

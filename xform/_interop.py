@@ -1,5 +1,5 @@
 """Zero-copy conversions between NumPy, Warp, PyTorch and JAX arrays (each framework's own
-`convert`, in `_frameworks.py`).
+`convert`, in `_frameworks/`).
 
 A framework is imported only when an array of it is passed in: `import xform` loads
 neither PyTorch nor JAX.

@@ -156,6 +156,10 @@ class Op:
     work: float = 1.0
     """An element's weight relative to a small rotation's: CPU launches split over the
     threads from `PARALLEL_MIN_ELEMENTS / work` elements."""
+    max_unroll: int | None = None
+    """Loops of a fixed bound are unrolled up to this many iterations in the kernels that
+    run the closed forms without differentiating them (Warp's default, 16, where None);
+    kernels that run Warp's adjoint unroll more (`_launch/codegen.py`)."""
     result_buffers: tuple[str, ...] = ()
     """cuRobo's optional preallocated result buffers, in its order (the PyTorch adapter's
     functional API takes them)."""

@@ -17,13 +17,12 @@ from __future__ import annotations
 import collections
 import functools
 import numbers
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from . import _frameworks
 from .groups import LieGroup
-from .groups._base import FRAMEWORKS, _zeros
+from .groups._base import _holds, _zeros
 
 __all__ = ["rplus", "rminus", "zero_tangents", "normalize_all", "grad", "value_and_grad"]
 
@@ -41,7 +40,7 @@ def _is_group(x) -> bool:
 
 
 class _Node(NamedTuple):
-    kind: str  # "None", "mapping", "sequence", "jax" or "torch"
+    kind: str  # "None", "mapping", "sequence", or the name of the framework of its pytree
     signature: Any  # equal for two nodes of one structure (children aside)
     children: dict  # name (a key, or an index) -> child
     rebuild: Callable[[list], Any]  # the node, from new children in the same order
@@ -59,16 +58,11 @@ def _node(x) -> _Node | None:
         cls = type(x)
         rebuild = (lambda c: cls(*c)) if hasattr(x, "_fields") else cls
         return _Node("sequence", len(x), dict(enumerate(x)), rebuild)
-    jax = sys.modules.get("jax")
-    if jax is not None:
-        children, spec = jax.tree_util.tree_flatten(x, is_leaf=lambda y: y is not x)
-        if not jax.tree_util.treedef_is_leaf(spec):
-            return _Node("jax", spec, dict(enumerate(children)), spec.unflatten)
-    torch = sys.modules.get("torch")
-    if torch is not None and type(x) in torch.utils._pytree.SUPPORTED_NODES:
-        pytree = torch.utils._pytree
-        children, spec = pytree.tree_flatten(x, is_leaf=lambda y: y is not x)
-        return _Node("torch", spec, dict(enumerate(children)), lambda c: spec.unflatten(c))
+    for framework in _frameworks.imported():
+        flat = framework.pytree_children(x)
+        if flat is not None:
+            children, spec = flat
+            return _Node(framework.name, spec, dict(enumerate(children)), spec.unflatten)
     return None
 
 
@@ -192,7 +186,7 @@ def zero_tangents(tree):
     def zeros(path, x):
         if _is_group(x):
             return _zeros((*x.shape, x.tangent_dim), x._arrays[0])
-        if _frameworks.kind(x) in FRAMEWORKS:
+        if _holds(x):
             return _zeros(tuple(x.shape), x)
         if isinstance(x, numbers.Number):
             return type(x)(0)
@@ -235,7 +229,7 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
                 moved[i] = rplus(point, delta)
             return f(*moved, **kwargs)
 
-        both = _frameworks.FRAMEWORKS[framework].value_and_grad(on_leaves, has_aux)
+        both = framework.value_and_grad(on_leaves, has_aux)
         value, gradient = both(leaves)
         gradients = _unflatten(zeros, gradient)
         return value, gradients[0] if single else gradients
@@ -243,26 +237,37 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0, has_aux: bool 
     return wrapped
 
 
-def _gradient_framework(located: list, positions: tuple[int, ...], f) -> str:
-    """'jax' or 'torch': the framework that differentiates at the zero tangents `located`
-    (paths and leaves of the arguments at `positions`), or a TypeError naming the leaf
-    where they mix frameworks (JAX takes NumPy arrays and numbers too, as `jax.grad`
-    does; `torch.func` only tensors)."""
-    kinds = [_frameworks.kind(leaf) for _, leaf in located]
+def _gradient_framework(
+    located: list, positions: tuple[int, ...], f
+) -> _frameworks.Framework:
+    """The framework that differentiates at the zero tangents `located` (paths and leaves
+    of the arguments at `positions`): of those of the leaves that differentiate, the one
+    that takes the most leaves (JAX takes NumPy arrays and numbers too, as `jax.grad` does;
+    `torch.func` only tensors); or a TypeError naming a leaf that it does not take."""
     name = getattr(f, "__name__", repr(f))
-    framework = "jax" if "jax" in kinds else "torch" if "torch" in kinds else None
+    present = {_frameworks.of(leaf) for _, leaf in located}
+    candidates = [g for g in _frameworks.FRAMEWORKS.values() if g in present and g.differentiates]
+    framework = max(
+        candidates,
+        key=lambda g: sum(g.differentiates_at(leaf) for _, leaf in located),
+        default=None,
+    )
     if framework is None:
         raise TypeError(
             f"xform.manifold: the arguments of {name} hold no JAX or PyTorch array; gradients "
             "need JAX arrays or PyTorch tensors"
         )
-    allowed = ("jax", "numpy", None) if framework == "jax" else ("torch",)
-    for (path, leaf), kind in zip(located, kinds):
-        if kind not in allowed:
+    def place(path) -> str:
+        return f"at {_path(path[1:])} of argument {positions[path[0]]}"
+
+    # both places: with as many leaves of each framework, either one is the odd one
+    first = next(path for path, leaf in located if _frameworks.of(leaf) is framework)
+    for path, leaf in located:
+        if not framework.differentiates_at(leaf):
             raise TypeError(
-                f"xform.manifold: the arguments of {name} mix frameworks: {framework} arrays, "
-                f"and at {_path(path[1:])} of argument {positions[path[0]]} {_describe(leaf)}; "
-                f"convert with xform.to_{framework}"
+                f"xform.manifold: the arguments of {name} mix frameworks: {framework.name} "
+                f"arrays (the first {place(first)}), and {place(path)} {_describe(leaf)}; "
+                f"convert with xform.to_{framework.name}"
             )
     return framework
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from xform import SE2, SE3, SO2, SO3
+from xform import SE2, SE3, SO2, SO3, to_numpy
+
+from .framework import array_in, element_in
 
 
 def group_of(dim: int) -> type[SE3] | type[SE2]:
@@ -25,7 +27,7 @@ def group_of(dim: int) -> type[SE3] | type[SE2]:
 def from_file(fw, group, positions: np.ndarray, rotations: np.ndarray):
     """Poses (NumPy) from a file's positions and rotations, through the framework `fw`:
     quaternions (n, 4) normalised, angles (n,) as unit complex numbers."""
-    positions, rotations = fw.array(positions), fw.array(rotations)
+    positions, rotations = array_in(fw, positions), array_in(fw, rotations)
     if group is SE3:
         return SE3(positions, rotations).normalize().to_numpy()
     return SE2.from_rotation_and_translation(SO2.from_angle(rotations), positions).to_numpy()
@@ -35,7 +37,7 @@ def to_file(fw, poses) -> tuple[np.ndarray, np.ndarray]:
     """The poses' positions and rotations as a file writes them: quaternions, or angles."""
     if isinstance(poses, SE3):
         return np.asarray(poses.position), np.asarray(poses.quaternion)
-    return np.asarray(poses.position), fw.numpy(fw.group(poses).rotation().as_angle())
+    return np.asarray(poses.position), to_numpy(element_in(fw, poses).rotation().as_angle())
 
 
 def nearest_rotations(fw, group, matrices: np.ndarray):
@@ -45,14 +47,15 @@ def nearest_rotations(fw, group, matrices: np.ndarray):
     M = [[a, b], [c, d]], least at the angle of (a + d, c - b), a unit complex number once
     normalised (where both are 0, every rotation is as near: the identity)."""
     if group is SE3:
-        return SO3.from_matrix(fw.ops.special_procrustes(fw.array(matrices))).to_numpy()
+        procrustes = fw.functions()["special_procrustes"]
+        return SO3.from_matrix(procrustes(array_in(fw, matrices))).to_numpy()
     z = np.stack(
         [matrices[:, 0, 0] + matrices[:, 1, 1], matrices[:, 1, 0] - matrices[:, 0, 1]], axis=-1
     )
     largest = np.abs(z).max(axis=-1, keepdims=True)
     z = np.divide(z, largest, out=np.zeros_like(z), where=largest > 0)  # |z|^2 stays finite
     z[largest[:, 0] == 0] = (1.0, 0.0)
-    return fw.group(SO2(z)).normalize().to_numpy()
+    return element_in(fw, SO2(z)).normalize().to_numpy()
 
 
 def concatenate(elements):

@@ -12,9 +12,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
+from xform import to_numpy
 from xform.optim._sparse import block_pattern, make_solver
 
 from . import groups
+from .framework import element_in, indices_in
 from .problem import Problem
 
 # The chordal start's weights span at most this ratio: the normal equations of a graph whose
@@ -27,7 +29,7 @@ WEIGHT_RANGE = 1e8
 def _anchored(problem: Problem, poses, fw):
     """The poses (NumPy) moved by the anchor (T_anchor T_k): relative poses, and so the
     residuals, are unchanged; vertex 0, at the identity before, lands on the anchor."""
-    return (fw.group(problem.anchor) @ fw.group(poses)).to_numpy()
+    return (element_in(fw, problem.anchor) @ element_in(fw, poses)).to_numpy()
 
 
 def from_file(problem: Problem, fw, solver: str | None = None):
@@ -60,12 +62,12 @@ def odometry(problem: Problem, fw, solver: str | None = None):
     # relative[v] = T_parent(v)^-1 T_v: the identity for vertex 0, else the measurement of
     # the edge to the parent, inverted where the edge runs from v to its parent.
     measurements = problem.measurements
-    inverted = fw.group(measurements).inverse().to_numpy()
+    inverted = element_in(fw, measurements).inverse().to_numpy()
     choices = groups.concatenate([problem.group.identity((1,)), measurements, inverted])
     choice = np.concatenate([[0], np.where(forward, 1 + edge, 1 + problem.edges + edge)])
-    relative = fw.group(choices)[fw.index(choice)]
+    relative = element_in(fw, choices)[indices_in(fw, choice)]
     while np.any(parent != 0):
-        relative = relative[fw.index(parent)] @ relative
+        relative = relative[indices_in(fw, parent)] @ relative
         parent = parent[parent]
     return _anchored(problem, relative.to_numpy(), fw)
 
@@ -142,7 +144,8 @@ def chordal(problem: Problem, fw, solver: str | None = None):
     group, n, D = problem.group, problem.vertices, problem.group.space_dim
     i, j = problem.i, problem.j
     kappa, tau = _edge_weights(problem)
-    measured = fw.numpy(fw.group(problem.measurements).rotation().as_matrix())  # R_ij (m, D, D)
+    # R_ij (m, D, D)
+    measured = to_numpy(element_in(fw, problem.measurements).rotation().as_matrix())
 
     # Rotations: residual Y_j - M Y_i with M = R_ij^T; Y_0 = I is fixed, so its terms move to
     # the right-hand side: the gradient at Y = 0 (Y_0 = I) is -kappa M for j when i = 0, and
@@ -169,7 +172,7 @@ def chordal(problem: Problem, fw, solver: str | None = None):
     rotations = groups.nearest_rotations(fw, group, matrices)
 
     # Translations: residual t_j - t_i - b with b = R_i t_ij; t_0 = 0 fixed.
-    projected = fw.numpy(fw.group(rotations).as_matrix())
+    projected = to_numpy(element_in(fw, rotations).as_matrix())
     b = np.einsum("eab,eb->ea", projected[i], problem.measurements.position)
     laplacian, slots = block_pattern(n - 1, 1, i - 1, j - 1)
     values = laplacian.assemble(slots, np.concatenate([tau, -tau, tau]))

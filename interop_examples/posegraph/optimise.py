@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from xform import SE2, SE3, optim
 
 from .edges import whitened_edges
+from .framework import array_in, element_in
 from .problem import Problem
 
 # Ten times GTSAM's default; the convergence is quadratic, so the step that lowers chi2 by
@@ -80,20 +81,23 @@ def optimise(
     initial,
     fw,
     *,
+    device: str = "cpu",
     solver: str | None = None,
     report: Callable[[str], None] | None = print,
 ) -> Result:
     """Levenberg-Marquardt from `initial` (group objects over NumPy), in the framework
-    `fw`."""
+    `fw` on `device`."""
     least_squares = optim.Problem()
-    poses = least_squares.variables(fw.group(initial), name="poses")
+    poses = least_squares.variables(element_in(fw, initial, device), name="poses")
     least_squares.fix(poses[0])
-    whitening = optim.sqrt_information(fw.array(problem.information), name="information")
+    whitening = optim.sqrt_information(
+        array_in(fw, problem.information, device=device), name="information"
+    )
     least_squares.add(
         edge_residual,
         poses[problem.i],
         poses[problem.j],
-        data=(fw.group(problem.measurements).inverse(), whitening),
+        data=(element_in(fw, problem.measurements, device).inverse(), whitening),
         jacobian_fn=edge_jacobians,
         name="edges",
     )
@@ -112,11 +116,11 @@ def optimise(
     )
     return Result(
         poses=result.values(poses).to_numpy(),
-        chi2=2.0 * result.cost,
-        iterations=result.iterations,
+        chi2=2.0 * float(result.cost),
+        iterations=int(result.iterations),
         solves=result.solves,
-        converged=result.converged,
+        converged=bool(result.converged),
         reason=result.reason,
-        history=[2.0 * c for c in result.history],
+        history=[2.0 * float(c) for c in result.history],
         timings=result.timings,
     )

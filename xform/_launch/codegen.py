@@ -343,7 +343,10 @@ def compile_module(op: Op, product: str, scalar: type, part: str, source: str) -
             if product == Product.VJP:
                 namespace[f"PV{k}"] = element_vjp(o.prepare, scalar)
     module = module_name(op, part, scalar)
-    wp.set_module_options({"enable_backward": False}, module=module)
+    options = {"enable_backward": False}
+    if op.max_unroll is not None:
+        options["max_unroll"] = op.max_unroll
+    wp.set_module_options(options, module=module)
     if product != Product.FORWARD and _adjoint_calls(op, product):
         _differentiates(module)
     return build(_adjoint_anchor(op, product) + source, module, namespace)

@@ -188,7 +188,7 @@ STORE_WARP_BYTES = 1280
 # A result (or a gradient) stored at its launch index. A thread's element is N scalars,
 # so 32 lanes storing scalar c of their elements write 32 addresses N scalars apart: N
 # store instructions per warp that each touch up to 32 lines of memory, every 32-byte
-# sector written 4 bytes at a time (benchmarks/NOTES.md, 41). On a GPU, where the 32 lanes
+# sector written 4 bytes at a time (benchmarks/NOTES.md, 44). On a GPU, where the 32 lanes
 # of a warp store consecutive elements of a contiguous array, they stage them through
 # shared memory instead (a pitch of N | 1 scalars per lane, so that the lanes' writes fall
 # in distinct banks; in passes of as many lanes as STORE_WARP_BYTES holds) and store the

@@ -29,7 +29,7 @@ import warp as wp
 
 from xform._interop import to_jax, to_torch
 
-from .jax import call_ffi, make_ffi_callable
+from ._jax_ffi import call_ffi, make_ffi_callable
 
 __all__ = ["jax_to_torch", "torch_to_jax"]
 

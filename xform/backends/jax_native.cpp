@@ -39,7 +39,52 @@ const int64_t MAX_ARG_WORDS = 1024;   // 8 KiB of kernel arguments
 const int64_t MAX_BOUND_WORDS = 8;
 const int64_t SCRATCH_ALIGN = 64;
 
-int64_t process_token = 0;  // set once at load; a program from another process never matches
+int64_t process_token = 0;  // set once at load; a callback from another process never matches
+
+// Programs by key. A call names its program by a key made from what the program computes
+// (the op, product, shapes, dtype, device), registered by Python when it records the
+// program at trace time: an executable compiled in another process (JAX's persistent
+// compilation cache) then runs this process's own program, the key being the same. One
+// writer (Python, under its lock); readers see a table only once it is complete.
+struct Registry {
+  int64_t capacity;  // a power of two; keys[k] == 0: empty
+  int64_t count;
+  int64_t* keys;
+  const int64_t** programs;
+};
+Registry* registry = nullptr;
+
+const int64_t* registered(int64_t key) {
+  Registry* table = __atomic_load_n(&registry, __ATOMIC_ACQUIRE);
+  if (table == nullptr || key == 0) return nullptr;
+  for (int64_t k = key & (table->capacity - 1);; k = (k + 1) & (table->capacity - 1)) {
+    int64_t found = __atomic_load_n(&table->keys[k], __ATOMIC_ACQUIRE);
+    if (found == key) return __atomic_load_n(&table->programs[k], __ATOMIC_ACQUIRE);
+    if (found == 0) return nullptr;
+  }
+}
+
+void insert(Registry* table, int64_t key, const int64_t* program) {
+  int64_t k = key & (table->capacity - 1);
+  while (table->keys[k] != 0 && table->keys[k] != key) k = (k + 1) & (table->capacity - 1);
+  __atomic_store_n(&table->programs[k], program, __ATOMIC_RELEASE);
+  if (table->keys[k] == 0) {
+    __atomic_store_n(&table->keys[k], key, __ATOMIC_RELEASE);
+    table->count += 1;
+  }
+}
+
+Registry* made(int64_t capacity) {
+  Registry* table = static_cast<Registry*>(malloc(sizeof(Registry)));
+  if (table == nullptr) return nullptr;
+  table->keys = static_cast<int64_t*>(malloc(capacity * sizeof(int64_t)));
+  table->programs = static_cast<const int64_t**>(malloc(capacity * sizeof(int64_t*)));
+  if (table->keys == nullptr || table->programs == nullptr) return nullptr;
+  memset(table->keys, 0, capacity * sizeof(int64_t));
+  table->capacity = capacity;
+  table->count = 0;
+  return table;
+}
 
 typedef void (*Entry)(void* bounds, void* args);
 
@@ -235,6 +280,23 @@ extern "C" {
 
 void xform_native_set_token(int64_t token) { process_token = token; }
 
+// Registers `program` under `key` (nonzero), in place of any program before it; returns
+// false where memory ran out. A table outgrown is copied into one twice its size, then
+// published; the old one stays allocated for the readers still in it.
+bool xform_native_register(int64_t key, const int64_t* program) {
+  Registry* table = registry;
+  if (table == nullptr || 2 * (table->count + 1) > table->capacity) {
+    Registry* larger = made(table == nullptr ? 1024 : 2 * table->capacity);
+    if (larger == nullptr) return false;
+    for (int64_t k = 0; table != nullptr && k < table->capacity; ++k)
+      if (table->keys[k] != 0) insert(larger, table->keys[k], table->programs[k]);
+    __atomic_store_n(&registry, larger, __ATOMIC_RELEASE);
+    table = larger;
+  }
+  insert(table, key, program);
+  return true;
+}
+
 // Runs `program` on `bases` (inputs, outputs, then the scratch buffers it allocates).
 // `api` and `context` may be null: then everything runs on the calling thread.
 const char* xform_native_run(const int64_t* program, char** bases, int64_t given,
@@ -332,8 +394,8 @@ static int64_t buffer_bytes(const XLA_FFI_Buffer* buffer) {
   return size;
 }
 
-// What both handlers read off a call frame: the program (attribute `program`, its address,
-// checked by `token`, this process's) and XLA's buffers, checked against the program.
+// What both handlers read off a call frame: the program (attribute `program`, its key in
+// the registry) and XLA's buffers, checked against the program.
 struct Call {
   const int64_t* program;
   int64_t buffers;
@@ -370,10 +432,12 @@ static const char* address_attribute(XLA_FFI_CallFrame* frame, const char* name,
 static const char* read_call(XLA_FFI_CallFrame* frame, Call* call) {
   call->program = nullptr;
   if (answered_metadata(frame)) return nullptr;
-  int64_t address = 0;
-  const char* failure = address_attribute(frame, "program", &address);
-  if (failure != nullptr) return failure;
-  const int64_t* program = reinterpret_cast<const int64_t*>(address);
+  int64_t key = 0;
+  if (!attribute(frame->attrs, "program", &key))
+    return "xform native: the call names no program";
+  const int64_t* program = registered(key);
+  if (program == nullptr)
+    return "xform native: the call's program was never recorded in this process";
   int64_t inputs = program[H_INPUTS], outputs = program[H_OUTPUTS];
   if (frame->args.size != inputs || frame->rets.size != outputs || inputs + outputs > MAX_BUFFERS)
     return "xform native: the call's buffers do not match its program";

@@ -1,10 +1,14 @@
 """JAX on CPU at jnp's cost: xform's native XLA FFI handler (`jax_native.cpp`).
 
 Under `jax.jit` on CPU each product of an op runs as one FFI call of the target
-`xform_native`, whose attribute `program` is the product's launches recorded once per
-launch plan at trace time (`xform/_program.py`). Per call the C handler patches XLA's
-buffers into the recorded Warp launches and calls the kernels' compiled entry points,
-spreading the Python path's thread tiles over XLA's CPU thread pool: no Python runs.
+`xform_native`, whose attribute `program` names the product's launches, recorded once per
+launch plan at trace time (`xform/_launch/program.py`) and registered with the handler
+under a key made from what they compute (`program_key`: the op, the product, the shapes,
+dtype and device), the same in every process; so an executable that JAX's persistent
+compilation cache kept runs in a later process, on the programs that process recorded
+when it traced the call. Per call the C handler patches XLA's buffers into the recorded
+Warp launches and calls the kernels' compiled entry points, spreading the Python path's
+thread tiles over XLA's CPU thread pool: no Python runs.
 
 The handler is compiled at first use by Warp's bundled clang (no system compiler) and
 cached under Warp's kernel cache, keyed by its source and the jaxlib and warp versions.
@@ -121,6 +125,9 @@ class _Library:
         )(lookup("xform_native_run"))  # fmt: skip
         self.token = secrets.randbits(62) + 1
         ctypes.CFUNCTYPE(None, ctypes.c_int64)(lookup("xform_native_set_token"))(self.token)
+        self.register = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_int64, ctypes.c_void_p)(
+            lookup("xform_native_register")
+        )
 
 
 def _compiled(include: str | os.PathLike | None = None) -> Path:
@@ -251,11 +258,11 @@ def _load() -> _Library:
 
 def program(
     op, product, prefix, needed, input_shapes, output_shapes, dtype, device="cpu"
-) -> np.ndarray | None:
-    """The program of one product for these shapes, or None where the launches cannot
-    be recorded (then the Python callback runs them). Kept for the process's life: a
-    compiled XLA executable holds its address. One per thread count too: the launches
-    split over `_launch.threads.THREADS` tiles."""
+) -> tuple[np.ndarray, int] | None:
+    """The program of one product for these shapes and its key (`program_key`), by which a
+    call names it; or None where the launches cannot be recorded (then the Python callback
+    runs them). Kept for the process's life, registered with the handler. One per thread
+    count too: the launches split over `_launch.threads.THREADS` tiles."""
     return _program_for(
         op,
         product,
@@ -306,10 +313,29 @@ def _program_for(
             stacklevel=2,
         )
         return None
-    # Compiled XLA executables hold the program's address, and the program the launches'
+    # The handler's registry holds the program's address, and the program the launches'
     # code: both live as long as the process (even past `program.cache_clear()`).
     _kept.append((words, recorder.keep))
-    return words
+    key = program_key(op, product, prefix, needed, input_shapes, output_shapes, dtype, device,
+                      threads)  # fmt: skip
+    if not _loaded().register(key, words.ctypes.data):
+        return None
+    return words, key
+
+
+def program_key(op, product, prefix, needed, input_shapes, output_shapes, dtype, device,
+                threads) -> int:  # fmt: skip
+    """The key a call names its program by: what the program computes (the op's key, the
+    product, the shapes, dtype, device and tiles), the same in every process, so that an
+    executable of JAX's persistent compilation cache finds the program this process
+    recorded for it when it traced the call. Nonzero, 63 bits."""
+    text = repr((
+        op.key, product, prefix, tuple(needed), tuple(map(tuple, input_shapes)),
+        tuple(map(tuple, output_shapes)), str(np.dtype(dtype)), device, threads,
+    ))  # fmt: skip
+    digest = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    return (digest >> 1) or 1
+
 
 
 _kept: list = []
@@ -489,10 +515,10 @@ def _check_case(library, op, product, shapes, dtype, rng, device="cpu") -> None:
         buffers = [*inputs, *outputs]
         bases = (ctypes.c_void_p * len(buffers))(*map(_address, buffers))
         if device == "cpu":
-            failure = library.run(compiled.ctypes.data, bases, len(buffers), None, None)
+            failure = library.run(compiled[0].ctypes.data, bases, len(buffers), None, None)
         else:
             stream = wp.get_stream(device).cuda_stream
-            failure = library.run_cuda(compiled.ctypes.data, bases, len(buffers), stream)
+            failure = library.run_cuda(compiled[0].ctypes.data, bases, len(buffers), stream)
             wp.synchronize_device(device)
         if failure is not None:
             raise NativeUnavailable(failure.decode())

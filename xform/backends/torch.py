@@ -128,7 +128,7 @@ def _untracked(tensors) -> bool:
 
 
 ARRAYS = ArrayArguments(
-    "xform.backends.torch", "a torch.Tensor", lambda x: isinstance(x, torch.Tensor)
+    "xform.backends.torch", "a torch.Tensor", _frameworks.TORCH.owns
 )
 
 

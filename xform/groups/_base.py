@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numbers
 import operator
-import sys
 from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
@@ -24,11 +23,10 @@ import numpy as np
 
 from .. import _frameworks, _interop
 from .._random import sample_shape
+from ._fields import GroupType, check_positive, pytrees_registered, register_pytrees
 
 Self = TypeVar("Self", bound="LieGroup")
 
-# The frameworks a group may hold (Warp arrays are the ops', not the groups').
-FRAMEWORKS = ("numpy", "torch", "jax")
 _FLOATS = _frameworks.FLOATS
 
 
@@ -40,8 +38,7 @@ def _functions(kind: str) -> dict[str, Callable]:
 def argument(cls, method: str, name: str, array, trailing: tuple[int, ...]):
     """`array` checked as argument `name` of `cls.method`: a NumPy, PyTorch or JAX array
     whose last axes are `trailing`. Returns it, and the op functions of its framework."""
-    kind = _frameworks.kind(array)
-    if kind not in FRAMEWORKS:
+    if not _holds(array):
         raise TypeError(
             f"xform.{cls.__name__}.{method}: '{name}' is a {type(array).__module__}."
             f"{type(array).__qualname__}; expected a NumPy, PyTorch or JAX array"
@@ -52,28 +49,37 @@ def argument(cls, method: str, name: str, array, trailing: tuple[int, ...]):
         raise ValueError(
             f"xform.{cls.__name__}.{method}: '{name}' has shape {shape}; expected ({expected})"
         )
-    return _functions(kind)
+    return _frameworks.of(array).functions()
+
+
+def _holds(x) -> bool:
+    """Whether `x` is an array of a framework whose arrays a group may hold."""
+    framework = _frameworks.of(x)
+    return framework is not None and framework.holds_groups
 
 
 def dtype_name(array) -> str:
     return _frameworks.float_name(array.dtype)
 
 
-class LieGroup:
+class LieGroup(metaclass=GroupType):
     """A batch of elements of a matrix Lie group, immutable, over NumPy, PyTorch or JAX
     arrays of float32 or float64. Subclasses: `SO2`, `SE2`, `SO3`, `SE3`, `Sim3`.
 
-    A subclass names its `fields` (arrays whose last axis is the field's size and whose
-    leading axes are the batch) and `tangent_dim`, `matrix_dim`, `space_dim`, and
-    defines `exp`, `log`, `multiply`, `inverse`, `apply`, `as_matrix`, `from_matrix`,
-    `adjoint`, `jlog` and `normalize`; the rest (`identity`, `interpolate`, indexing,
-    `reshape`, conversions, `@`, pytree registration) comes from here.
+    A subclass declares its fields (`_fields.field`: arrays whose last axis is the field's
+    size and whose leading axes are the batch), from which its header is made, and
+    `tangent_dim`, `matrix_dim`, `space_dim`, and defines `exp`, `log`, `multiply`,
+    `inverse`, `apply`, `as_matrix`, `from_matrix`, `adjoint`, `jlog` and `normalize`; the
+    rest (`identity`, `interpolate`, indexing, `reshape`, conversions, `@`, pytree
+    registration) comes from here.
     """
 
-    # (field name, size of its last axis, or None for a scalar per element), in the
-    # constructor's order; `renamed` maps a field to another attribute name.
+    # Made by GroupType from the declarations: (field name, size of its last axis, or None
+    # for a scalar per element), in the constructor's order; the attribute of a field
+    # stored under another name; the fields whose values must be positive.
     fields: ClassVar[tuple[tuple[str, int | None], ...]] = ()
     renamed: ClassVar[dict[str, str]] = {}
+    positive: ClassVar[frozenset[str]] = frozenset()
     tangent_dim: ClassVar[int]
     matrix_dim: ClassVar[int]
     space_dim: ClassVar[int]
@@ -83,8 +89,8 @@ class LieGroup:
         checked = _checked(type(self), arrays)
         for (name, _), array in zip(self.fields, checked):
             object.__setattr__(self, _attribute(type(self), name), array)
-        if len(_registered) < 2:
-            _register_pytrees()
+        if not pytrees_registered():
+            register_pytrees()
 
     @classmethod
     def _trusted(cls: type[Self], *arrays) -> Self:
@@ -94,8 +100,8 @@ class LieGroup:
         self = object.__new__(cls)
         for (name, _), array in zip(cls.fields, arrays):
             object.__setattr__(self, _attribute(cls, name), array)
-        if len(_registered) < 2:
-            _register_pytrees()
+        if not pytrees_registered():
+            register_pytrees()
         return self
 
     def __setattr__(self, name, value):
@@ -358,13 +364,12 @@ def _like_kind(like, where: str) -> str:
     """The framework of argument `like` of `where` ('numpy' for None), or a TypeError."""
     if like is None:
         return "numpy"
-    kind = _frameworks.kind(like)
-    if kind not in FRAMEWORKS:
+    if not _holds(like):
         raise TypeError(
             f"xform.{where}: 'like' must be a NumPy, PyTorch or JAX array, got "
             f"{type(like).__module__}.{type(like).__qualname__}"
         )
-    return kind
+    return _frameworks.kind(like)
 
 
 def _float_dtype(dtype, like, where: str) -> str | None:
@@ -413,8 +418,7 @@ def _checked(cls: type[LieGroup], arrays) -> tuple:
         )
     kinds = {}
     for (field, size), array in zip(cls.fields, arrays):
-        kind = _frameworks.kind(array)
-        if kind not in FRAMEWORKS:
+        if not _holds(array):
             raise TypeError(
                 f"xform.{name}: '{field}' is a {type(array).__module__}."
                 f"{type(array).__qualname__}; expected a NumPy, PyTorch or JAX array"
@@ -428,7 +432,7 @@ def _checked(cls: type[LieGroup], arrays) -> tuple:
             raise ValueError(
                 f"xform.{name}: '{field}' has shape {tuple(array.shape)}; expected (..., {size})"
             )
-        kinds[field] = kind
+        kinds[field] = _frameworks.kind(array)
     if len(set(kinds.values())) > 1:
         raise TypeError(
             f"xform.{name}: fields mix frameworks ("
@@ -442,6 +446,9 @@ def _checked(cls: type[LieGroup], arrays) -> tuple:
             + ", ".join(f"'{f}': {d}" for f, d in dtypes.items())
             + ")"
         )
+    for field, array in zip(cls.fields, arrays):
+        if field[0] in cls.positive:
+            check_positive(name, field[0], array)
     batches = [
         tuple(a.shape[: len(a.shape) - len(_element(size))])
         for a, (_, size) in zip(arrays, cls.fields)
@@ -466,40 +473,3 @@ def _broadcast_to(array, shape: tuple[int, ...], kind: str):
     if tuple(array.shape) == shape:
         return array
     return _frameworks.FRAMEWORKS[kind].broadcast_to(array, shape)
-
-
-# --- pytrees -------------------------------------------------------------------------------
-
-GROUPS: list[type[LieGroup]] = []
-_registered: set[str] = set()
-
-
-def _register_pytrees() -> None:
-    """Make every group a pytree of each framework imported so far, once: JAX's (`jit`,
-    `vmap`, `grad`, `scan` take and return elements; a gradient with respect to an element
-    is an element-shaped tree of its fields' cotangents, as jaxlie) and PyTorch's
-    (`torch.func` and `torch.compile`). Called by every element made from user arrays, so
-    a framework imported after xform is still registered before its first element."""
-    for framework in ("jax", "torch"):
-        if framework in _registered or framework not in sys.modules:
-            continue
-        _registered.add(framework)
-        for cls in GROUPS:
-            _register(cls, framework)
-        # The adapter too, now: a group's first op may run under torch.compile, which
-        # traces no import
-        _frameworks.FRAMEWORKS[framework].functions()
-
-
-def _register(cls: type[LieGroup], framework: str) -> None:
-    _frameworks.FRAMEWORKS[framework].register_pytree(
-        cls, lambda element: element._arrays, lambda arrays: cls._trusted(*arrays)
-    )
-
-
-def group(cls: type[Self]) -> type[Self]:
-    """Class decorator of every group: slots for its fields, and pytree registration."""
-    GROUPS.append(cls)
-    for framework in _registered:
-        _register(cls, framework)
-    return cls

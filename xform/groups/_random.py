@@ -23,71 +23,62 @@ class Random:
     `like`) are a TypeError."""
 
     def __init__(self, where: str, seed, generator, key, like, dtype) -> None:
-        self.where = where
-        given = (("seed", seed), ("generator", generator), ("key", key))
-        sources = [name for name, value in given if value is not None]
+        given = {"seed": seed, "generator": generator, "key": key}
+        sources = [name for name, value in given.items() if value is not None]
         if len(sources) > 1:
             raise TypeError(
                 f"xform.{where}: got both '{sources[0]}' and '{sources[1]}'; pass one "
                 "source of randomness"
             )
-        like_kind = _like_kind(like, where) if like is not None else None
-        if generator is not None:
-            torch = sys.modules.get("torch")
-            if torch is None or not isinstance(generator, torch.Generator):
+        if like is not None:
+            _like_kind(like, where)
+        self.framework = _frameworks.NUMPY if like is None else _frameworks.of(like)
+        if sources and sources[0] != "seed":  # a framework's own source: that framework
+            self.framework = _source_framework(sources[0], given[sources[0]], where)
+            self.source = given[sources[0]]
+            if like is not None and _frameworks.of(like) is not self.framework:
                 raise TypeError(
-                    f"xform.{where}: 'generator' must be a torch.Generator, got "
-                    f"{type(generator).__module__}.{type(generator).__qualname__}"
+                    f"xform.{where}: '{sources[0]}' draws {self.framework.name} arrays and "
+                    f"'like' is a {_frameworks.kind(like)} array; pass a 'like' of "
+                    f"{self.framework.name}, or a 'seed'"
                 )
-            self.kind = "torch"
-        elif key is not None:
-            if _frameworks.kind(key) != "jax":
-                raise TypeError(
-                    f"xform.{where}: 'key' must be a JAX PRNG key, got "
-                    f"{type(key).__module__}.{type(key).__qualname__}"
-                )
-            self.kind = "jax"
+        elif self.framework is _frameworks.NUMPY:
+            self.source = _numpy_generator(seed, where)
         else:
-            self.kind = like_kind or "numpy"
-        if like_kind is not None and like_kind != self.kind:
-            raise TypeError(
-                f"xform.{where}: '{sources[0]}' draws {self.kind} arrays and 'like' is a "
-                f"{like_kind} array; pass a 'like' of {self.kind}, or a 'seed'"
-            )
-        self.rng = None
-        if self.kind == "numpy":
-            self.rng = _numpy_generator(seed, where)
-        elif self.kind == "torch" and seed is not None:
-            import torch
-
-            generator = torch.Generator(device=like.device)
-            generator.manual_seed(_derived_seed(seed, where))
-        elif self.kind == "jax" and key is None:
-            if seed is None:
-                raise TypeError(f"xform.{where}: JAX draws need a PRNG 'key' or a 'seed'")
-            import jax
-
-            key = jax.random.key(_derived_seed(seed, where))
-        self.key, self.generator, self.like = key, generator, like
+            derived = None if seed is None else _derived_seed(seed, where)
+            try:
+                self.source = self.framework.seeded_source(derived, like)
+            except TypeError as exc:
+                raise TypeError(f"xform.{where}: {exc}") from None
+        self.like = like
         self.dtype = _float_dtype(dtype, like, where)
 
-    def _source(self):
-        """This draw's source: the NumPy Generator, the torch Generator, a fresh JAX key."""
-        if self.kind == "jax":
-            import jax
-
-            self.key, key = jax.random.split(self.key)
-            return key
-        return self.rng if self.kind == "numpy" else self.generator
+    def _draw_source(self):
+        """This draw's source (a JAX key is split; a generator advances by itself)."""
+        draw, self.source = self.framework.split_source(self.source)
+        return draw
 
     def quaternions(self, batch: tuple[int, ...]):
         """Uniform (Haar) unit quaternions, `batch + (4,)`."""
-        framework = _frameworks.FRAMEWORKS[self.kind]
-        return haar_quaternions(framework, batch, self.dtype, self._source(), self.like)
+        return haar_quaternions(self.framework, batch, self.dtype, self._draw_source(), self.like)
 
     def uniform(self, shape: tuple[int, ...], low: float, high: float):
-        framework = _frameworks.FRAMEWORKS[self.kind]
-        return framework.uniform(shape, self.dtype, self._source(), low, high, self.like)
+        return self.framework.uniform(
+            shape, self.dtype, self._draw_source(), low, high, self.like
+        )
+
+
+def _source_framework(argument: str, source, where: str) -> _frameworks.Framework:
+    """The framework whose source of randomness argument `argument` gives, checked."""
+    framework = next(
+        f for f in _frameworks.FRAMEWORKS.values() if f.source_argument == argument
+    )
+    if not (framework.name in sys.modules and framework.is_source(source)):
+        raise TypeError(
+            f"xform.{where}: '{argument}' must be {framework.source_described}, got "
+            f"{type(source).__module__}.{type(source).__qualname__}"
+        )
+    return framework
 
 
 def _numpy_generator(seed, where: str) -> np.random.Generator:

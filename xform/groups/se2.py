@@ -4,25 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import LieGroup, _batch, argument, group
+from ._base import LieGroup, _batch, argument
+from ._fields import field
 from ._random import Random
 from .so2 import SO2
 
 
-@group
 class SE2(LieGroup):
     """Rigid motions of the plane, `p -> R p + t`: `position (..., 2)` and `unit_complex
     (..., 2)` `[cos t, sin t]`. Tangent: `(..., 3)` = `[vx, vy, theta]`, translation first
     (jaxlie's, and g2o's order). Matrix: `(..., 3, 3)` homogeneous."""
 
-    fields = (("position", 2), ("unit_complex", 2))
+    position: Any = field(2)
+    unit_complex: Any = field(2)
     tangent_dim, matrix_dim, space_dim = 3, 3, 2
-    __slots__ = ("position", "unit_complex")
-    position: Any
-    unit_complex: Any
-
-    def __init__(self, position, unit_complex) -> None:
-        super().__init__(position, unit_complex)
 
     # --- constructors -----------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import _frameworks
-from ._base import LieGroup, _batch, argument, group
+from ._base import LieGroup, _batch, argument
+from ._fields import field
 from ._random import Random
 from .so3 import SO3
 
@@ -17,20 +18,14 @@ LAYOUTS = {
 }
 
 
-@group
 class SE3(LieGroup):
     """Rigid motions of 3D space, `p -> R(q) p + t`: `position (..., 3)` and `quaternion
     (..., 4)` `[w, x, y, z]`, the functional API's pose. Tangent: `xi (..., 6) = [rho,
     omega]`, translation first. Matrix: `(..., 4, 4)` homogeneous."""
 
-    fields = (("position", 3), ("quaternion", 4))
+    position: Any = field(3)
+    quaternion: Any = field(4)
     tangent_dim, matrix_dim, space_dim = 6, 4, 3
-    __slots__ = ("position", "quaternion")
-    position: Any
-    quaternion: Any
-
-    def __init__(self, position, quaternion) -> None:
-        super().__init__(position, quaternion)
 
     # --- constructors -----------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from .. import _frameworks
-from ._base import LieGroup, _batch, argument, group
+from ._base import LieGroup, _batch, argument
+from ._fields import check_positive, field
 from ._random import Random
 from .se3 import SE3
 from .so3 import SO3
@@ -21,25 +22,20 @@ LAYOUTS = {
 }
 
 
-@group
 class Sim3(LieGroup):
     """Similarity transforms of 3D space, `p -> s R(q) p + t`: `position (..., 3)`,
-    `quaternion (..., 4)` `[w, x, y, z]` and `scale (...)`, `s > 0` (not checked: the values
-    may be traced). Tangent: `xi (..., 7) = [rho, omega, sigma]`, `s = e^sigma` (LieTorch's
-    and PyPose's order). Matrix: `(..., 4, 4)` `[[s R, t], [0, 1]]`.
+    `quaternion (..., 4)` `[w, x, y, z]` and `scale (...)`, `s > 0` (a ValueError names the
+    first scale that is not positive and finite, where the values are not traced).
+    Tangent: `xi (..., 7) = [rho, omega, sigma]`, `s = e^sigma` (LieTorch's and PyPose's
+    order). Matrix: `(..., 4, 4)` `[[s R, t], [0, 1]]`.
 
     The scale array is `T.scale()` (a method, as PyPose's, Sophus' and GTSAM's); the
     constructor takes it as its third argument."""
 
-    fields = (("position", 3), ("quaternion", 4), ("scale", None))
-    renamed = {"scale": "_scale"}
+    position: Any = field(3)
+    quaternion: Any = field(4)
+    _scale: Any = field(None, alias="scale", positive=True)
     tangent_dim, matrix_dim, space_dim = 7, 4, 3
-    __slots__ = ("position", "quaternion", "_scale")
-    position: Any
-    quaternion: Any
-
-    def __init__(self, position, quaternion, scale) -> None:
-        super().__init__(position, quaternion, scale)
 
     # --- constructors -----------------------------------------------------------------------
 
@@ -83,6 +79,8 @@ class Sim3(LieGroup):
         "xyz_xyzw_s" (LieTorch's and PyPose's)."""
         argument(cls, "from_parameters", "parameters", parameters, (8,))
         position, quaternion, scale = _layout(layout)
+        check_positive("Sim3.from_parameters", "parameters", parameters[..., scale], (scale,),
+                       f"the scale (column {scale} of 'parameters')")  # fmt: skip
         return cls(parameters[..., position], parameters[..., quaternion], parameters[..., scale])
 
     @classmethod

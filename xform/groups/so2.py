@@ -4,22 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import LieGroup, _batch, _zeros, argument, group
+from ._base import LieGroup, _batch, _zeros, argument
+from ._fields import field
 from ._random import Random
 
 
-@group
 class SO2(LieGroup):
     """Rotations of the plane: `unit_complex (..., 2)` = `[cos t, sin t]` (jaxlie's).
     Tangent: the angle `(..., 1)`. Matrix: `(..., 2, 2)`. Nothing is normalised."""
 
-    fields = (("unit_complex", 2),)
+    unit_complex: Any = field(2)
     tangent_dim, matrix_dim, space_dim = 1, 2, 2
-    __slots__ = ("unit_complex",)
-    unit_complex: Any
-
-    def __init__(self, unit_complex) -> None:
-        super().__init__(unit_complex)
 
     # --- constructors -----------------------------------------------------------------------
 

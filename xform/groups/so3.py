@@ -4,23 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._base import LieGroup, _batch, argument, group
+from ._base import LieGroup, _batch, argument
+from ._fields import field
 from ._random import Random
 
 
-@group
 class SO3(LieGroup):
     """Rotations of 3D space: `quaternion (..., 4)`, `[w, x, y, z]` (cuRobo's and jaxlie's
     order). Tangent: a rotation vector `(..., 3)` (axis times angle). Matrix: `(..., 3, 3)`.
     Nothing is normalised: for a non-unit quaternion each method is its op's formula."""
 
-    fields = (("quaternion", 4),)
+    quaternion: Any = field(4)
     tangent_dim, matrix_dim, space_dim = 3, 3, 3
-    __slots__ = ("quaternion",)
-    quaternion: Any
-
-    def __init__(self, quaternion) -> None:
-        super().__init__(quaternion)
 
     # --- constructors -----------------------------------------------------------------------
 

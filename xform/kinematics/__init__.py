@@ -6,6 +6,7 @@ chain.link_names, chain.joint_names, chain.dof
 poses = chain.forward_kinematics(q)  # an xform.SE3 of batch shape (..., n_links)
 hand = chain.forward_kinematics(q, links=["panda_hand"])
 J = chain.jacobian(q, "panda_hand")  # (..., 6, dof)
+tau = chain.inverse_dynamics(q, v, a)  # (..., nv); mass_matrix, forward_dynamics, ...
 ```
 
 A `Chain` is an immutable model (Pinocchio's model/data split without the data: the
@@ -16,27 +17,26 @@ the framework's autodiff by the ops' closed-form tangents and VJPs (`_ops.py`).
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .. import _dispatch, _frameworks
 from .._op import Op
 from ..groups import SE3
-from . import _ops, _urdf
+from . import _inertia, _ops, _urdf
+from ._chain_dynamics import ChainDynamics
+from ._inertia import Dynamics
 from ._urdf import FIXED, PRISMATIC, REVOLUTE, Model
 
 __all__ = ["Chain", "FIXED", "PRISMATIC", "REVOLUTE"]
 
 
-def _is_tracer(x) -> bool:
-    jax = sys.modules.get("jax")
-    return jax is not None and isinstance(x, jax.core.Tracer)
-
-
-class Chain:
-    """A kinematic tree: links, and the joints between them, from a URDF.
+class Chain(ChainDynamics):
+    """A kinematic tree: links, and the joints between them, from a URDF, and its rigid
+    bodies' dynamics.
 
     - `link_names`: every link, the root first and each link after its parent (depth first,
       children in the order the document lists their joints). Results list links so.
@@ -48,9 +48,18 @@ class Chain:
 
     A mimic joint moves by `multiplier * q[master] + offset`. The base frame is the root
     link's frame; a link's pose is its frame in the base frame.
+
+    Dynamics (`inverse_dynamics`, `mass_matrix`, `forward_dynamics`, `bias_forces`,
+    `gravity_torques` and the explicit partials) reads the URDF's `<inertial>`s, the links
+    of fixed joints merged into their parents (`dynamics`: `xform.kinematics._inertia.
+    Dynamics`). On a floating base (`floating_base`), the dynamics' `q (..., nq)` is the
+    root's position and quaternion [w, x, y, z], then the joints, and `v`, `a`, `tau`
+    `(..., nv)` start with the root's twist (acceleration, wrench) in its own frame,
+    [linear, angular] (Pinocchio's LOCAL); kinematics' q stays the joints alone. A mimic
+    joint's system is the constrained one: `tau = G^T tau_full`, `M = G^T M_full G`.
     """
 
-    def __init__(self, model: Model):
+    def __init__(self, model: Model, dynamics: Dynamics | None = None):
         if not model.joint_names:
             raise ValueError(
                 "xform.kinematics.Chain: the URDF has no movable joint (every joint is fixed "
@@ -63,10 +72,13 @@ class Chain:
         self.dof = len(model.joint_names)
         self.parents = (-1, *(int(p) for p in model.joints[1:, _urdf.PARENT]))
         self._link_index = {name: k for k, name in enumerate(self.link_names)}
+        self.dynamics = dynamics
         self._constants = (model.table,)
+        self._tables = () if dynamics is None else (dynamics.bodies, dynamics.frames)
         # The ops are made here, not at a first call that a compiled region could trace.
         self._forward_op = _ops.forward_kinematics_op(len(self.link_names), self.dof)
         self._jacobian_op = _ops.jacobian_op(len(self.link_names), self.dof)
+        self._dynamics_ops = self._make_dynamics_ops(dynamics)
         self._converted: dict[tuple, tuple] = {}
         self._lock = threading.Lock()
         self._frozen = True
@@ -77,9 +89,41 @@ class Chain:
         super().__setattr__(name, value)
 
     @classmethod
-    def from_urdf(cls, path_or_xml) -> Chain:
-        """The chain of a URDF file, given by its path or as its XML text (str or bytes)."""
-        return cls(_urdf.parse(path_or_xml))
+    def from_urdf(
+        cls,
+        path_or_xml,
+        floating_base: bool = False,
+        gravity=(0.0, 0.0, -9.81),
+        *,
+        check_inertias: bool = True,
+    ) -> Chain:
+        """The chain of a URDF file, given by its path or as its XML text (str or bytes).
+        `floating_base`: the root is a free body for the dynamics; `gravity`: the gravity
+        vector in the world frame (m/s^2), the base frame on a fixed base. A rotational
+        inertia that no mass distribution has (not positive semi-definite, or breaking the
+        triangle inequality) makes every dynamics call raise, naming its link; with
+        `check_inertias=False` it is taken as written, as Pinocchio takes it (some
+        published URDFs carry such inertias)."""
+        for name, flag in (("floating_base", floating_base), ("check_inertias", check_inertias)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise TypeError(
+                    f"xform.kinematics.Chain.from_urdf: {name} must be True or False, got "
+                    f"{flag!r}"
+                )
+        try:
+            g = np.asarray(gravity, dtype=np.float64)
+        except (TypeError, ValueError):
+            g = np.full(1, np.nan)
+        if g.shape != (3,) or not np.isfinite(g).all():
+            raise ValueError(
+                f"xform.kinematics.Chain.from_urdf: gravity is {gravity!r}; expected 3 finite "
+                "numbers (m/s^2, in the world frame)"
+            )
+        robot = _urdf.read_root(path_or_xml)
+        model = _urdf.parse_robot(robot)
+        dynamics = _inertia.dynamics_model(robot, model, bool(floating_base), g,
+                                           bool(check_inertias))  # fmt: skip
+        return cls(model, dynamics)
 
     @property
     def n_links(self) -> int:
@@ -101,7 +145,7 @@ class Chain:
         `link_names` order) or for `links`, in that order."""
         self._check_q(q, "forward_kinematics")
         index = None if links is None else self._indices(links, "forward_kinematics")
-        if _frameworks.kind(q) == "warp":
+        if not _frameworks.of(q).holds_groups:
             raise TypeError(
                 "xform.kinematics.Chain.forward_kinematics: the poses are an xform.SE3, which "
                 "holds NumPy, PyTorch or JAX arrays; pass q as one of those, or call "
@@ -155,13 +199,16 @@ class Chain:
 
     def _constants_like(self, q) -> tuple:
         """The model's arrays in q's kind, dtype and device, converted once per such."""
-        kind = _frameworks.kind(q)
-        device = getattr(q, "device", None) if kind in ("torch", "warp") else None
-        key = (kind, str(q.dtype), str(device))
+        return self._converted_like(q, "model", self._constants)
+
+    def _converted_like(self, q, name, arrays) -> tuple:
+        """`arrays` (NumPy) in q's kind, dtype and device, converted once per such."""
+        framework = _frameworks.of(q)
+        key = (name, framework.name, str(q.dtype), framework.device(q))
         converted = self._converted.get(key)
         if converted is None:
-            converted = tuple(_dispatch.array_like(c, q) for c in self._constants)
-            if not _is_tracer(converted[0]):  # made under a JAX trace, it belongs to that trace
+            converted = tuple(_dispatch.array_like(c, q) for c in arrays)
+            if _frameworks.concrete(converted[0]):  # made under a trace, it belongs to it
                 with self._lock:
                     self._converted[key] = converted
         return converted

@@ -103,11 +103,17 @@ def link_index(link: Any, links: int):
 def joint_motion(q: Any, row: Any):
     """A link's pose in its parent's frame, from its row: the joint's origin, then its
     motion by the joint's value."""
+    return joint_placement(row, row[MULTIPLIER] * q[row_index(row, len(q))] + row[OFFSET])
+
+
+@wp.func
+def joint_placement(row: Any, theta: Any):
+    """A link's pose in its parent's frame for the joint value theta (unused where the
+    joint is fixed): the joint's origin, then its motion by theta."""
     offset = row_vector3(row, POSITION)
     rotation = row_quaternion(row, QUATERNION)
     kind = wp.int32(row[KIND])
     if kind != FIXED:
-        theta = row[MULTIPLIER] * q[row_index(row, len(q))] + row[OFFSET]
         axis = row_vector3(row, AXIS)
         if kind == REVOLUTE:
             half = type(theta)(0.5) * theta

@@ -4,9 +4,10 @@ it from its parent, as constant arrays that the chain's ops read.
 Parsed with the standard library's `xml.etree.ElementTree`: URDF's kinematic part is a
 handful of elements and attributes (`link`, `joint`, `origin`, `axis`, `mimic`), so a URDF
 library would add a dependency (and, for the maintained ones, a C++ toolchain or ROS) for
-no gain; everything else in the file (visuals, inertias, transmissions, Gazebo tags) is
-ignored. The parser is strict where kinematics is concerned: anything it cannot represent
-exactly raises `ValueError` naming the element.
+no gain; `<inertial>` is read by `_inertia.py` for the dynamics, and everything else in
+the file (visuals, transmissions, Gazebo tags) is ignored. The parser is strict where
+kinematics is concerned: anything it cannot represent exactly raises `ValueError` naming
+the element.
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ def _read_joint(element: ET.Element) -> _Joint:
     if kind_name in UNSUPPORTED:
         raise _error(
             f"joint '{name}' is {kind_name}; supported joint types are revolute, continuous, "
-            "prismatic and fixed (a floating base is a pose you compose with the chain's poses)"
+            "prismatic and fixed (a floating base is a pose you compose with the chain's poses, "
+            "or Chain.from_urdf(..., floating_base=True) for the dynamics)"
         )
     if kind_name not in KINDS:
         raise _error(
@@ -257,7 +259,11 @@ def _topological_order(links: list[str], joints: dict[str, _Joint]) -> list[str]
 
 def parse(path_or_xml) -> Model:
     """The kinematic model of a URDF (a path or its XML text)."""
-    robot = read_root(path_or_xml)
+    return parse_robot(read_root(path_or_xml))
+
+
+def parse_robot(robot: ET.Element) -> Model:
+    """The kinematic model of a URDF's `<robot>` element."""
     links = [_named(element, "link") for element in robot.findall("link")]
     if not links:
         raise _error("the URDF has no <link>")

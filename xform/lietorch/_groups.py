@@ -343,10 +343,11 @@ class Sim3(LieGroup):
 
 class LieGroupParameter(torch.Tensor):
     """A group element to optimise with `torch.optim`: the tensor is a tangent `delta`
-    (zeros at first), the value `exp(delta) * group`. Its gradient is the tangent gradient
-    at that value (exact at any delta). SGD's `add_` moves the group itself, as
-    LieTorch's (`group <- exp(alpha update + delta) * group`, `delta <- 0`); any other
-    optimiser (Adam, ...) moves `delta` in place, and the value follows it."""
+    (zeros at first) at a base element `X`, the value `exp(delta) * X`. Its gradient is the
+    tangent gradient at that value (exact at any delta). `group` is that value, whichever
+    optimiser moved it: SGD's `add_` moves the base itself, as LieTorch's (`X <- exp(alpha
+    update + delta) * X`, `delta <- 0`); any other update (Adam, foreach or fused steps)
+    moves `delta` in place."""
 
     from torch._C import _disabled_torch_function_impl
 
@@ -359,9 +360,23 @@ class LieGroupParameter(torch.Tensor):
     def __init__(self, group: LieGroup, requires_grad: bool = True):
         self.group = group
 
+    @property
+    def group(self) -> LieGroup:
+        """The element this parameter holds, `exp(delta) * X`, outside autograd's graph
+        (LieTorch's `P.group`; `retr()` is the same value, differentiable in delta)."""
+        with torch.no_grad():
+            return self._held_at.retr(self.as_subclass(torch.Tensor).detach())
+
+    @group.setter
+    def group(self, element: LieGroup) -> None:
+        """Hold `element`: it becomes the base, and the tangent zero."""
+        self._held_at = element.detach()
+        with torch.no_grad():
+            torch.Tensor.zero_(self)
+
     def retr(self):
         """The element this parameter holds: `exp(δ) * X` for its tangent δ (X itself for SGD)."""
-        return self.group.retr(self)
+        return self._held_at.retr(self)
 
     def log(self):
         """`log` of the element this parameter holds."""
@@ -383,8 +398,7 @@ class LieGroupParameter(torch.Tensor):
     def add_(self, update, alpha=1):
         with torch.no_grad():
             step = torch.Tensor.add(self.as_subclass(torch.Tensor), update, alpha=alpha)
-            self.group = self.group.exp(step) * self.group.detach()
-            torch.Tensor.zero_(self)
+            self.group = self._held_at.retr(step)
         return self
 
     def __getitem__(self, index):

@@ -21,11 +21,11 @@ for CUDA inputs, batched problems and JAX transforms, dense in the framework its
 (`_implicit.py`). Readers: `optim.g2o` (pose graphs) and `optim.bal` (bundle adjustment).
 """
 
+from ._installed import available_solvers
 from ._losses import Cauchy, Huber, Loss
 from ._problem import Cost, Problem, Selection, Variables
 from ._result import Result, Timings
 from ._solve import solve
-from ._sparse import available_solvers
 from ._whiten import sqrt_information
 
 __all__ = [

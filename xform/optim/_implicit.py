@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import manifold
+from .. import _frameworks, manifold
+from .._interop import to_numpy
 from ..groups import LieGroup
-from ._linearise import Namespace, gather, plan
-from ._problem import Problem, is_concrete, numpy_of
+from ._linearise import gather, plan
+from ._problem import Problem, is_concrete
 
 
 def _arrays(value):
@@ -67,11 +68,11 @@ def _floating(array) -> bool:
 def wants_gradients(problem: Problem) -> bool:
     """PyTorch: an input requires grad. JAX: always (the custom VJP costs nothing unless
     differentiated). NumPy: never."""
-    kind = problem.framework
-    if kind == "jax":
-        return True
-    if kind != "torch":
+    framework = _frameworks.FRAMEWORKS[problem.framework]
+    if not framework.differentiates:
         return False
+    if framework.traces:
+        return True
     for s in problem.variable_sets:
         if any(getattr(a, "requires_grad", False) for a in _arrays(s.initial)):
             return True
@@ -120,15 +121,6 @@ class _Inputs:
         return twin
 
 
-def differentiable_solve(problem: Problem, settings, eliminate, run):
-    kind = problem.framework
-    if kind == "torch":
-        return _torch_solve(problem, settings, eliminate, run)
-    if kind == "jax":
-        return _jax_solve(problem, settings, eliminate, run)
-    return run(problem, settings, eliminate)
-
-
 # --- the backward pass, framework-generic --------------------------------------------------
 
 
@@ -136,13 +128,17 @@ class Backward:
     """The implicit VJP of a solved problem: `__call__(cotangents of the solution's arrays)
     -> cotangents of the inputs' leaves`."""
 
-    def __init__(self, problem: Problem, inputs: _Inputs, solution, kind: str):
+    def __init__(self, problem: Problem, inputs: _Inputs, solution, kind: str,
+                 on_device: bool = False):  # fmt: skip
         self.problem, self.inputs, self.kind = problem, inputs, kind
+        self.on_device = on_device  # as the solve was: H block-sparse in the framework
+        self.framework = _frameworks.FRAMEWORKS[kind]
+        self.xp = self.framework.namespace()
         self.solution = solution  # values per set, at the optimum
         self.batched = problem.batch is not None
         self.free = [~s.fixed for s in problem.variable_sets]
         self.plans = [plan(c, self.free) for c in problem.costs]
-        from ._host import Layout
+        from ._layout import Layout
 
         self.layout = Layout(problem.variable_sets, None)
         self.columns = []
@@ -155,7 +151,7 @@ class Backward:
 
     # the gradient of one cost in its instances' tangents (one array per slot)
     def _cost_of(self, p, values, data, indices, deltas):
-        xp = Namespace(self.kind)
+        xp = self.xp
         gathered = [gather(values[s.set_index], i, self.batched) for s, i in zip(p.slots, indices)]
         moved = [manifold.rplus(v, d) for v, d in zip(gathered, deltas)]
         r = p.residual_fn(*moved, *data)
@@ -166,26 +162,20 @@ class Backward:
         return 0.5 * rho.sum()
 
     def _indices(self, cost, like):
-        if self.kind == "torch":
-            import torch
-
-            return [torch.from_numpy(np.array(i)).to(like.device) for i in cost.instance_indices]
-        import jax.numpy as jnp
-
-        return [jnp.asarray(i) for i in cost.instance_indices]
+        return [self.framework.indices(np.asarray(i), like) for i in cost.instance_indices]
 
     def _zeros(self, p, values, indices):
-        xp = Namespace(self.kind)
         out = []
         for s, i in zip(p.slots, indices):
             v = gather(values[s.set_index], i, self.batched)
             lead = tuple(v.shape) if isinstance(v, LieGroup) else tuple(v.shape[:-1])
-            out.append(xp.zeros_like_shape((*lead, s.tangent_dim), _arrays(v)[0]))
+            like = _arrays(v)[0]
+            out.append(self.framework.zeros((*lead, s.tangent_dim), _dtype(like), like))
         return out
 
     def hessian_blocks(self, values, data_per_cost):
         """Per cost: (..., k, D, D), D the sum of its slots' tangent sizes."""
-        xp = Namespace(self.kind)
+        xp = self.xp
         blocks = []
         for cost, p, data in zip(self.problem.costs, self.plans, data_per_cost):
             like = _arrays(values[0])[0]
@@ -198,7 +188,7 @@ class Backward:
                     lambda *moved: self._cost_of(p, values, data, indices, moved), deltas
                 )
 
-            eye = xp.eye_like(total, like)
+            eye = self.framework.constant(np.eye(total), like)
             basis, start = [], 0
             for z in zeros:
                 d = z.shape[-1]
@@ -207,35 +197,19 @@ class Backward:
                     xp.broadcast_to(eye[:, start : start + d].reshape(shape), (total, *z.shape))
                 )
                 start += d
-            columns = self._vmap_jvp(gradient, zeros, basis)  # tuple over slots of (total, ..., d)
-            joined = xp.concatenate(list(columns), -1)  # (total, ..., k, D)
+            # a tuple over slots of (total, ..., d)
+            columns = self.framework.pushforward(gradient, tuple(zeros), tuple(basis))
+            joined = self.framework.concatenate(list(columns), -1)  # (total, ..., k, D)
             blocks.append(xp.moveaxis(joined, 0, -1))  # (..., k, D, D)
         return blocks
 
     def _grad(self, function, deltas):
-        if self.kind == "torch":
-            import torch
-
-            return torch.func.grad(function, argnums=tuple(range(len(deltas))))(*deltas)
-        import jax
-
-        return jax.grad(function, argnums=tuple(range(len(deltas))))(*deltas)
-
-    def _vmap_jvp(self, function, primals, basis):
-        if self.kind == "torch":
-            import torch
-
-            return torch.func.vmap(lambda *t: torch.func.jvp(function, tuple(primals), t)[1])(
-                *basis
-            )
-        import jax
-
-        return jax.vmap(lambda *t: jax.jvp(function, tuple(primals), t)[1])(*basis)
+        return self.framework.gradient(function, tuple(range(len(deltas))))(*deltas)
 
     def solve(self, blocks, v):
         """w with H w = v over the free unknowns: (N,) or, batched, (B, N)."""
         n = self.layout.size
-        if not self.batched and self._host(v):
+        if not (self.batched or self.on_device) and self._host(v):
             from ._sparse import cost_pattern, make_solver, slot_blocks
 
             pattern, slots = cost_pattern(
@@ -243,100 +217,82 @@ class Backward:
                 [slot_blocks(c, cost.count) for cost, c in zip(self.problem.costs, self.columns)],
             )
             values = pattern.assemble(
-                np.concatenate(slots), np.concatenate([numpy_of(b).ravel() for b in blocks])
+                np.concatenate(slots), np.concatenate([to_numpy(b).ravel() for b in blocks])
             )
-            rhs = numpy_of(v)
+            rhs = to_numpy(v)
             try:
                 w = make_solver(pattern, None)(values, rhs)
             except ArithmeticError:
                 w = _least_squares(pattern.dense(values), rhs)
             return w
-        # dense, in the framework
-        xp = Namespace(self.kind)
-        like = v
+        return self._solve_on_device(blocks, v)
+
+    def _solve_on_device(self, blocks, v):
+        """The device back end's block-sparse H (never N x N but where small) and its
+        linear solve; where H is singular (a free gauge), the least-squares solution."""
+        from ._device import DENSE_UP_TO
+        from ._normal import NormalStructure
+        from ._pcg import pcg
+
+        xp, framework = self.xp, self.framework
         batch = v.shape[0] if self.batched else 1
-        flat = xp.zeros_like_shape((batch, n * n + 1), like)
-        for b, cols in zip(blocks, self.columns):
-            c = np.concatenate(cols, axis=1)
-            valid = (c[:, :, None] >= 0) & (c[:, None, :] >= 0)
-            index = np.where(valid, c[:, :, None] * n + c[:, None, :], n * n).ravel()
-            flat = self._scatter(flat, index, b.reshape(batch, -1))
-        h = flat[:, : n * n].reshape(batch, n, n)
-        rhs = v.reshape(batch, n)
-        if self.kind == "torch":
-            import torch
-
-            w = torch.linalg.solve(h, rhs[..., None])[..., 0]
+        structure = NormalStructure(self.problem, self.plans, None)
+        products = {}
+        for c, (b, p) in enumerate(zip(blocks, self.plans)):
+            moving = _moving_columns(p)
+            if len(moving):
+                index = framework.indices(moving, b)
+                b = b.reshape(batch, *b.shape[-3:])[:, :, index][..., index]
+                products[c] = b
+        rhs = v.reshape(batch, -1)
+        if not products:
+            return 0.0 * v
+        dense = structure.size <= DENSE_UP_TO
+        like = next(iter(products.values()))
+        tables = {k: framework.indices(t, like) for k, t in structure.tables(dense).items()}
+        matrix, _ = structure.assemble_blocks(products, None, framework, tables)
+        if dense:
+            dense = matrix.dense()
+            w = framework.cholesky_solve(dense, rhs)
+            w = xp.where(xp.isfinite(w), w, (xp.linalg.pinv(dense) @ rhs[..., None])[..., 0])
         else:
-            import jax.numpy as jnp
-
-            w = jnp.linalg.solve(h, rhs[..., None])[..., 0]
+            w = pcg(matrix, rhs)
         return w if self.batched else w[0]
 
     def _host(self, v) -> bool:
-        if not is_concrete(v):
-            return False
-        device = getattr(v, "device", None)
-        return (
-            device is None
-            or "cpu" in str(getattr(device, "type", device)).lower()
-            or (self.kind == "jax")
-        )
+        """Whether the CPU's sparse solve serves: concrete values on the CPU, SciPy there."""
+        from ._installed import installed
 
-    def _scatter(self, target, index, values):
-        if self.kind == "torch":
-            import torch
-
-            return target.index_add(1, torch.from_numpy(np.array(index)).to(target.device), values)
-        return target.at[:, index].add(values)
+        return is_concrete(v) and _on_cpu(v) and installed("scipy")
 
     def tangent_cotangent(self, cotangents):
         """v = dL/d delta over the free unknowns, from the cotangents of every set's arrays,
         and the cotangents of the fixed variables' arrays (passed through)."""
-        xp = Namespace(self.kind)
-        pieces = []
+        framework = self.framework
         like = _arrays(self.solution[0])[0]
-        batch = like.shape[0] if self.batched else None
+        batch = like.shape[0] if self.batched else 1
         n = self.layout.size
-        v = xp.zeros_like_shape(((batch,) if batch else ()) + (n + 1,), like)
+        v = framework.zeros((batch, n + 1), _dtype(like), like)
         for s, value, cot in zip(self.problem.variable_sets, self.solution, cotangents):
             lead = tuple(value.shape) if isinstance(value, LieGroup) else tuple(value.shape[:-1])
-            zero = xp.zeros_like_shape((*lead, s.tangent_dim), like)
+            zero = framework.zeros((*lead, s.tangent_dim), _dtype(like), like)
 
             def fields(delta, value=value):
                 return tuple(_arrays(manifold.rplus(value, delta)))
 
-            tangent = self._vjp(fields, zero, tuple(cot))  # (..., n_s, d)
+            tangent = framework.pullback(fields, zero, tuple(cot))  # (..., n_s, d)
             index = self.layout.columns(s, np.arange(s.count))  # (n_s, d)
             index = np.where(index >= 0, index, n).ravel()
-            flat = tangent.reshape(*((batch,) if batch else ()), -1)
-            if self.kind == "torch":
-                import torch
-
-                idx = torch.from_numpy(np.array(index)).to(like.device)
-                v = v.index_add(-1, idx, flat)
-            else:
-                v = v.at[..., index].add(flat)
-            pieces.append(tangent)
-        return v[..., :n]
-
-    def _vjp(self, function, primal, cotangent):
-        if self.kind == "torch":
-            import torch
-
-            _, pull = torch.func.vjp(function, primal)
-            return pull(cotangent)[0]
-        import jax
-
-        _, pull = jax.vjp(function, primal)
-        return pull(cotangent)[0]
+            flat = tangent.reshape(batch, 1, -1)
+            v = v + framework.segment_sum(flat.mT, framework.indices(index, like), n + 1)[..., 0]
+        v = v[:, :n]
+        return v if self.batched else v[0]
 
     def input_cotangents(self, w, leaves):
         """-d<w, g>/d(leaves) for every input leaf (data and variables' arrays); the
         variables' arrays are the solution's (their free entries get zero)."""
-        xp = Namespace(self.kind)
         n = self.layout.size
-        padded = xp.concatenate([w, 0.0 * w[..., :1]], -1)
+        padded = self.framework.concatenate([w, 0.0 * w[..., :1]], -1)
         problem = self.problem
         inputs = self.inputs
         n_data = sum(len(a) for a, _ in inputs.data)
@@ -362,28 +318,14 @@ class Backward:
                     zeros,
                 )
                 for grad, c in zip(grads, cols):
-                    index = self._index(np.where(c >= 0, c, n), like)
+                    index = self.framework.indices(np.where(c >= 0, c, n), like)
                     weight = padded[..., index] if self.batched else padded[index]
                     total = total + (grad * weight).sum()
             return -total
 
         arguments = list(leaves[:n_data]) + solution_leaves
-        if self.kind == "torch":
-            import torch
-
-            grads = torch.func.grad(pairing, argnums=tuple(range(len(arguments))))(*arguments)
-        else:
-            import jax
-
-            grads = jax.grad(pairing, argnums=tuple(range(len(arguments))))(*arguments)
+        grads = self.framework.gradient(pairing, tuple(range(len(arguments))))(*arguments)
         return list(grads)
-
-    def _index(self, array, like):
-        if self.kind == "torch":
-            import torch
-
-            return torch.from_numpy(np.array(array)).to(like.device)
-        return array
 
     def __call__(self, cotangents_per_set, leaves):
         """Cotangents of every input leaf."""
@@ -391,8 +333,8 @@ class Backward:
         blocks = self.hessian_blocks(self.solution, data_per_cost)
         v = self.tangent_cotangent(cotangents_per_set)
         w = self.solve(blocks, v)
-        if not isinstance(w, type(v)):
-            w = _like(w, v, self.kind)
+        if isinstance(w, np.ndarray) and not isinstance(v, np.ndarray):
+            w = self.framework.constant(w, v)
         grads = self.input_cotangents(w, leaves)
         n_data = sum(len(a) for a, _ in self.inputs.data)
         out = list(grads[:n_data])
@@ -406,29 +348,29 @@ class Backward:
                     + (-1,)
                     + (1,) * (field_grad.ndim - 1 - int(self.batched))
                 )
-                out.append(_where(mask, total, 0.0 * total, self.kind))
+                keep = self.framework.constant(mask, total) > 0.5
+                out.append(self.xp.where(keep, total, 0.0 * total))
             position += len(cot)
         return out
 
 
-def _where(mask, a, b, kind):
-    if kind == "torch":
-        import torch
-
-        return torch.where(torch.from_numpy(np.array(mask)).to(a.device), a, b)
-    import jax.numpy as jnp
-
-    return jnp.where(mask, a, b)
+def _dtype(array) -> str:
+    return _frameworks.float_name(array.dtype)
 
 
-def _like(w: np.ndarray, v, kind):
-    if kind == "torch":
-        import torch
+def _on_cpu(array) -> bool:
+    device = _frameworks.of(array).device(array)
+    return device is None or device == "cpu"
 
-        return torch.from_numpy(np.ascontiguousarray(w)).to(dtype=v.dtype, device=v.device)
-    import jax.numpy as jnp
 
-    return jnp.asarray(w, dtype=v.dtype)
+def _moving_columns(p) -> np.ndarray:
+    """The columns of a cost's all-slot blocks that belong to its free slots."""
+    columns, start = [], 0
+    for slot in p.slots:
+        if slot.differentiate:
+            columns.extend(range(start, start + slot.tangent_dim))
+        start += slot.tangent_dim
+    return np.asarray(columns, dtype=np.int64)
 
 
 def _least_squares(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
@@ -437,120 +379,63 @@ def _least_squares(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(matrix, rhs, rcond=None)[0]
 
 
-# --- PyTorch -------------------------------------------------------------------------------
+# --- the differentiable solve, through the framework's custom-derivative rule ---------------
 
 
-def _torch_solve(problem: Problem, settings, eliminate, run):
-    import torch
-
-    inputs = _Inputs(problem)
-    holder = {}
-    set_sizes = [len(a) for a in inputs.values]
-
-    class ImplicitSolve(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, *leaves):
-            with torch.no_grad():
-                twin = inputs.substituted([leaf.detach() for leaf in leaves])
-                result = run(twin, settings, eliminate)
-            holder["result"] = result
-            outputs = [a.detach() for value in result.solution for a in _arrays(value)]
-            ctx.save_for_backward(*leaves)
-            return tuple(outputs)
-
-        @staticmethod
-        def backward(ctx, *cotangents):
-            leaves = [leaf.detach() for leaf in ctx.saved_tensors]
-            result = holder["result"]
-            twin = inputs.substituted(leaves)
-            backward = Backward(twin, _Inputs(twin), result.solution, "torch")
-            per_set, start = [], 0
-            for size in set_sizes:
-                per_set.append(
-                    tuple(
-                        c if c is not None else torch.zeros_like(a)
-                        for c, a in zip(
-                            cotangents[start : start + size],
-                            _arrays(result.solution[len(per_set)]),
-                        )
-                    )
-                )
-                start += size
-            with torch.enable_grad():
-                grads = backward(per_set, leaves)
-            return tuple(
-                g if leaf.requires_grad else None for g, leaf in zip(grads, ctx.saved_tensors)
-            )
-
-    outputs = ImplicitSolve.apply(*inputs.leaves)
-    result = holder["result"]
-    solution, start = [], 0
-    for value, size in zip(result.solution, set_sizes):
-        solution.append(_rebuild(value, list(outputs[start : start + size])))
-        start += size
-    result.solution = solution
-    return result
-
-
-# --- JAX -----------------------------------------------------------------------------------
-
-
-def _jax_solve(problem: Problem, settings, eliminate, run):
-    import jax
-    import jax.numpy as jnp
-
+def differentiable_solve(problem: Problem, settings, eliminate, run, on_device):
+    """`run`'s solution, differentiable by the framework's own custom-derivative rule
+    (`torch.autograd.Function`, `jax.custom_vjp`) with the implicit VJP of `Backward`, on
+    the back end the solve took (`on_device(problem, settings)`). The
+    rule's outputs are the solution's arrays, then the cost, the iterations and whether it
+    converged (not differentiable: as outputs, they leave a JAX trace as arrays)."""
+    framework = _frameworks.FRAMEWORKS[problem.framework]
+    if not framework.differentiates:
+        return run(problem, settings, eliminate)
     inputs = _Inputs(problem)
     set_sizes = [len(a) for a in inputs.values]
+    count = sum(set_sizes)
     holder = {}
 
     def forward(*leaves):
-        twin = inputs.substituted(list(leaves))
-        result = run(twin, settings, eliminate)
+        result = run(inputs.substituted(list(leaves)), settings, eliminate)
         holder["result"] = result
-        outputs = [jnp.asarray(a) for value in result.solution for a in _arrays(value)]
-        extras = [
-            jnp.asarray(result.cost, dtype=outputs[0].dtype),
-            jnp.asarray(result.iterations, dtype=outputs[0].dtype),
-            jnp.asarray(result.converged, dtype=outputs[0].dtype),
-        ]
-        return tuple(outputs + extras)
+        outputs = [a for value in result.solution for a in _arrays(value)]
+        extras = [_extra(v, outputs[0], framework)
+                  for v in (result.cost, result.iterations, result.converged)]  # fmt: skip
+        return (*outputs, *extras)
 
-    @jax.custom_vjp
-    def solve(*leaves):
-        return forward(*leaves)
-
-    def solve_forward(*leaves):
-        outputs = forward(*leaves)
-        return outputs, (leaves, outputs)
-
-    def solve_backward(saved, cotangents):
-        leaves, outputs = saved
+    def backward(leaves, outputs, cotangents):
         twin = inputs.substituted(list(leaves))
-        solution, start = [], 0
-        for s, size in zip(twin.variable_sets, set_sizes):
-            solution.append(_rebuild(s.initial, list(outputs[start : start + size])))
-            start += size
-        backward = Backward(twin, _Inputs(twin), solution, "jax")
-        per_set, start = [], 0
-        for size in set_sizes:
-            per_set.append(tuple(cotangents[start : start + size]))
-            start += size
-        return tuple(backward(per_set, list(leaves)))
+        solution = _per_set(twin.variable_sets, set_sizes, outputs,
+                            lambda s, arrays: _rebuild(s.initial, arrays))  # fmt: skip
+        per_set = _per_set(twin.variable_sets, set_sizes, cotangents, lambda _, arrays: arrays)
+        device = on_device(twin, settings)
+        return Backward(twin, _Inputs(twin), solution, framework.name, device)(per_set,
+                                                                              list(leaves))
 
-    solve.defvjp(solve_forward, solve_backward)
-    outputs = solve(*inputs.leaves)
+    outputs = framework.custom_vjp(forward, backward, count)(*inputs.leaves)
     result = holder["result"]
-    solution, start = [], 0
-    for value, size in zip(result.solution, set_sizes):
-        solution.append(_rebuild(value, list(outputs[start : start + size])))
-        start += size
-    count = sum(set_sizes)
+    result.solution = _per_set(result.solution, set_sizes, outputs,
+                               lambda value, arrays: _rebuild(value, arrays))  # fmt: skip
     cost, iterations, converged = outputs[count : count + 3]
-    result.solution = solution
-    if is_concrete(cost):
-        result.cost = float(cost) if np.ndim(cost) == 0 else cost
-        result.iterations = int(iterations) if np.ndim(iterations) == 0 else iterations
-        result.converged = bool(converged > 0.5) if np.ndim(converged) == 0 else converged > 0.5
-    else:
+    if not is_concrete(result.cost):  # the run's own values left with its trace: the rule's
         result.cost, result.iterations, result.converged = cost, iterations, converged > 0.5
     return result
+
+
+def _extra(value, like, framework):
+    """A number or array of the result as a floating array of `like`'s framework."""
+    if _frameworks.concrete(value):
+        value = np.asarray(
+            _frameworks.NUMPY.convert(value) if _frameworks.of(value) else value, np.float64
+        )
+    return framework.constant(value, like)
+
+
+def _per_set(sets, sizes, arrays, make):
+    """`make(set, its arrays)` for each set, the flat `arrays` split by the sets' sizes."""
+    out, start = [], 0
+    for s, size in zip(sets, sizes):
+        out.append(make(s, list(arrays[start : start + size])))
+        start += size
+    return out

@@ -18,7 +18,10 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import manifold
+from .._frameworks import FRAMEWORKS, float_name
 from ..groups import LieGroup
 from ._problem import Cost
 
@@ -63,46 +66,6 @@ def plan(cost: Cost, free: Sequence) -> CostPlan:
     return CostPlan(cost.residual_fn, cost.jacobian_fn, cost.loss, slots, cost.name, cost.count)
 
 
-class Namespace:
-    """The few array functions the solver needs, per framework."""
-
-    def __init__(self, kind: str):
-        self.kind = kind
-        if kind == "torch":
-            import torch
-
-            self.module = torch
-        elif kind == "jax":
-            import jax.numpy as jnp
-
-            self.module = jnp
-        else:
-            import numpy as np
-
-            self.module = np
-
-    def __getattr__(self, name):
-        return getattr(self.module, name)
-
-    def concatenate(self, arrays, axis=0):
-        if self.kind == "torch":
-            return self.module.cat(list(arrays), axis)
-        return self.module.concatenate(list(arrays), axis)
-
-    def moveaxis(self, x, source, destination):
-        return self.module.moveaxis(x, source, destination)
-
-    def eye_like(self, n: int, like):
-        if self.kind == "torch":
-            return self.module.eye(n, dtype=like.dtype, device=like.device)
-        return self.module.eye(n, dtype=like.dtype)
-
-    def zeros_like_shape(self, shape, like):
-        if self.kind == "torch":
-            return self.module.zeros(shape, dtype=like.dtype, device=like.device)
-        return self.module.zeros(shape, dtype=like.dtype)
-
-
 def _dtype_array(value):
     return value._arrays[0] if isinstance(value, LieGroup) else value
 
@@ -125,11 +88,14 @@ def residuals(plan: CostPlan, gathered: Sequence, data: tuple):
 
 def jacobian_forward_mode(plan: CostPlan, gathered: Sequence, data: tuple, kind: str, lead):
     """(r (..., r), J (..., r, D)): J's columns the differentiated slots' tangents, in order."""
-    xp = Namespace(kind)
+    framework = FRAMEWORKS[kind]
+    xp = framework.namespace()
     moving = [a for a, s in enumerate(plan.slots) if s.differentiate]
     like = _dtype_array(gathered[moving[0]])
+    dtype = float_name(like.dtype)
     zeros = [
-        xp.zeros_like_shape((*_lead(gathered[a]), plan.slots[a].tangent_dim), like) for a in moving
+        framework.zeros((*_lead(gathered[a]), plan.slots[a].tangent_dim), dtype, like)
+        for a in moving
     ]
 
     def moved(*deltas):
@@ -139,7 +105,7 @@ def jacobian_forward_mode(plan: CostPlan, gathered: Sequence, data: tuple, kind:
         return plan.residual_fn(*values, *data)
 
     total = plan.columns
-    eye = xp.eye_like(total, like)
+    eye = framework.constant(np.eye(total), like)
     basis, start = [], 0
     for a, zero in zip(moving, zeros):
         d = plan.slots[a].tangent_dim
@@ -149,19 +115,11 @@ def jacobian_forward_mode(plan: CostPlan, gathered: Sequence, data: tuple, kind:
         start += d
     r = plan.residual_fn(*gathered, *data)
     check_residuals(plan, r, lead)
-    if kind == "jax":
-        import jax
-
-        columns = jax.vmap(lambda *t: jax.jvp(moved, tuple(zeros), t)[1])(*basis)
-    else:
-        import torch
-
-        columns = torch.func.vmap(lambda *t: torch.func.jvp(moved, tuple(zeros), t)[1])(*basis)
+    columns = framework.pushforward(moved, tuple(zeros), tuple(basis))
     return r, xp.moveaxis(columns, 0, -1)
 
 
 def jacobian_user(plan: CostPlan, gathered: Sequence, data: tuple, kind: str, lead):
-    xp = Namespace(kind)
     r, jacobians = plan.jacobian_fn(*gathered, *data)
     check_residuals(plan, r, lead)
     if len(jacobians) != len(plan.slots):
@@ -180,7 +138,7 @@ def jacobian_user(plan: CostPlan, gathered: Sequence, data: tuple, kind: str, le
             )
         if slot.differentiate:
             chosen.append(jacobian)
-    return r, xp.concatenate(chosen, -1)
+    return r, FRAMEWORKS[kind].concatenate(chosen, -1)
 
 
 def check_residuals(plan: CostPlan, r, lead: tuple[int, ...]) -> None:
@@ -197,7 +155,7 @@ def check_residuals(plan: CostPlan, r, lead: tuple[int, ...]) -> None:
 def weigh(plan: CostPlan, r, jacobian, kind: str):
     """The loss: (cost per problem, scaled r, scaled J). The cost sums over the instance
     axis (the last but one of r): a scalar, or (batch,)."""
-    xp = Namespace(kind)
+    xp = FRAMEWORKS[kind].namespace()
     s = (r * r).sum(-1)
     if plan.loss is None:
         return 0.5 * s.sum(-1), r, jacobian
@@ -231,11 +189,11 @@ def linearise_cost(
     return weigh(plan, r, jacobian, kind)
 
 
+@functools.lru_cache(maxsize=64)
 def lineariser(plans: tuple[CostPlan, ...], kind: str, batched: bool, jacobians: bool = True):
-    """A function (values, indices, data) -> [(cost, r, J) per cost]: jitted in JAX (cached
-    on the plans, so that a second problem of the same structure compiles nothing new)."""
-    if kind == "jax":
-        return _jax_lineariser(plans, batched, jacobians)
+    """A function (values, indices, data) -> [(cost, r, J) per cost]: compiled where the
+    framework compiles (JAX's jit), and kept per plans, so that a second problem of the same
+    structure compiles nothing new."""
 
     def run(values, indices, data):
         return [
@@ -243,41 +201,25 @@ def lineariser(plans: tuple[CostPlan, ...], kind: str, batched: bool, jacobians:
             for p, i, d in zip(plans, indices, data)
         ]
 
-    return run
+    return FRAMEWORKS[kind].jit(run)
 
 
 @functools.lru_cache(maxsize=64)
-def _jax_lineariser(plans, batched, jacobians):
-    import jax
+def normal_blocks(plans, framework):
+    """The CPU path's linearisation where the framework compiles (JAX): per cost (cost, r,
+    J^T J, J^T r), the per-instance products inside the compiled function (XLA batches them
+    better than NumPy's matmul of small matrices); None for J's of costs without free
+    variables."""
 
-    @jax.jit
-    def run(values, indices, data):
-        return [
-            linearise_cost(p, values, i, d, "jax", batched, jacobians)
-            for p, i, d in zip(plans, indices, data)
-        ]
-
-    return run
-
-
-@functools.lru_cache(maxsize=64)
-def jax_normal_blocks(plans):
-    """The CPU path's JAX linearisation: per cost (cost, r, J^T J, J^T r), the per-instance
-    products inside the jitted function (XLA batches them better than NumPy's matmul of
-    small matrices); None for J's of costs without free variables."""
-    import jax
-    import jax.numpy as jnp
-
-    @jax.jit
     def run(values, indices, data):
         out = []
         for p, i, d in zip(plans, indices, data):
-            cost, r, j = linearise_cost(p, values, i, d, "jax", False, True)
+            cost, r, j = linearise_cost(p, values, i, d, framework.name, False, True)
             if j is None:
                 out.append((cost, r, None, None))
                 continue
-            jt = jnp.swapaxes(j, -1, -2)
+            jt = j.mT
             out.append((cost, r, jt @ j, (jt @ r[..., None])[..., 0]))
         return out
 
-    return run
+    return framework.jit(run)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import _frameworks
+from .._interop import to_numpy
 from ..groups import LieGroup
 from ._losses import Loss
 
@@ -26,22 +27,18 @@ _PROBLEMS = itertools.count()
 
 
 def framework_of(x) -> str | None:
-    """'numpy', 'torch' or 'jax' for an array or a group element, else None."""
+    """The name of the framework of a group element, or of an array a group may hold
+    ('numpy', 'torch', 'jax'), else None."""
     if isinstance(x, LieGroup):
         return x._kind
-    kind = _frameworks.kind(x)
-    return kind if kind in ("numpy", "torch", "jax") else None
+    framework = _frameworks.of(x)
+    return framework.name if framework is not None and framework.holds_groups else None
 
 
 def is_concrete(x) -> bool:
-    """Whether the arrays of `x` hold values (not a JAX tracer under jit, vmap or grad)."""
-    import sys
-
-    jax = sys.modules.get("jax")
-    if jax is None:
-        return True
+    """Whether the arrays of `x` (an array or a group element) hold values, not traced."""
     arrays = x._arrays if isinstance(x, LieGroup) else (x,)
-    return not any(isinstance(a, jax.core.Tracer) for a in arrays)
+    return all(_frameworks.concrete(a) for a in arrays)
 
 
 class Variables:
@@ -111,11 +108,8 @@ def _indices(index, count: int, name: str) -> np.ndarray:
     """An index of a variable set as a NumPy int64 array of shape () or (k,), checked."""
     if isinstance(index, slice):
         return np.arange(count)[index]
-    kind = _frameworks.kind(index)
-    if kind is not None:
-        if kind == "torch":
-            index = index.detach().cpu()
-        array = np.asarray(index)
+    if _frameworks.of(index) is not None:
+        array = np.asarray(_frameworks.NUMPY.convert(index))
     elif isinstance(index, (list, tuple)):
         array = np.asarray(index)
     else:
@@ -311,7 +305,10 @@ class Problem:
         data = data if isinstance(data, tuple) else (data,)
         for item in _leaves(data):
             kind = framework_of(item)
-            if kind is not None and kind != "numpy" and kind != self.framework:
+            # NumPy data is a constant of any framework's costs
+            if kind is not None and _frameworks.FRAMEWORKS[kind] not in (
+                _frameworks.NUMPY, _frameworks.FRAMEWORKS[self.framework]
+            ):
                 raise TypeError(
                     f"xform.optim.Problem.add: {name}: data holds {kind} arrays and the "
                     f"variables {self.framework} arrays; one framework per problem"
@@ -341,7 +338,7 @@ def _check_finite(value, name: str) -> None:
         return
     arrays = value._arrays if isinstance(value, LieGroup) else (value,)
     for array in arrays:
-        values = numpy_of(array)
+        values = to_numpy(array)
         finite = np.isfinite(values)
         if not finite.all():
             where = np.argwhere(~finite)[0]
@@ -351,8 +348,13 @@ def _check_finite(value, name: str) -> None:
             )
 
 
-def numpy_of(array) -> np.ndarray:
-    """A NumPy array of a NumPy, PyTorch (any device) or JAX array's values."""
-    if hasattr(array, "detach"):
-        return array.detach().cpu().numpy()
-    return np.asarray(array)
+def initial_values(sets: list[Variables]):
+    """The sets' initial values, out of autograd's graph (the solve differentiates
+    implicitly, not through its iterations)."""
+    for s in sets:
+        value = s.initial
+        if hasattr(value, "detach"):
+            value = value.detach()
+        elif isinstance(value, LieGroup) and hasattr(value._arrays[0], "detach"):
+            value = type(value)._trusted(*(a.detach() for a in value._arrays))
+        yield value

@@ -1,14 +1,17 @@
-"""`optim.solve`: checks, the choice between the CPU's sparse path and the framework's own
-(dense) path, and the differentiable wrapper."""
+"""`optim.solve`: checks, the choice between the CPU's sparse back end and the device's
+block-sparse one, and the differentiable wrapper."""
 
 from __future__ import annotations
 
-from ._host import Settings, solve_on_host
+from .. import _frameworks
+from ..groups import LieGroup
+from ._installed import MODULES, installed
+from ._loop import Settings
 from ._problem import Problem, Variables, is_concrete
 
 METHODS = ("lm", "gn")
-HOST_SOLVERS = ("pardiso", "cholmod", "cholmod-supernodal", "cholespy", "superlu", "dense")
-DEVICE_SOLVERS = ("cholesky", "pcg")
+HOST_SOLVERS = tuple(MODULES)
+DEVICE_SOLVERS = ("cholesky", "cudss", "pcg")
 
 
 def solve(
@@ -39,9 +42,14 @@ def solve(
       (a dozen ulps), so a tight `step_norm` reaches the minimum, not sqrt(eps) short of it.
     - `solver`: the linear solver. On the CPU: "pardiso", "cholmod" (scikit-sparse),
       "cholmod-supernodal" (CVXOPT), "cholespy", "superlu", "dense"; by default the dense
-      Cholesky for small systems, else the fastest installed. In the framework (CUDA
-      inputs, `Problem(batch=...)`, JAX under `jit`/`vmap`/`grad`): "cholesky" (dense) or
-      "pcg" (preconditioned conjugate gradients); the default chooses by size.
+      Cholesky for small systems, else the fastest installed. On the device (CUDA inputs,
+      `Problem(batch=...)`, JAX under `jit`/`vmap`/`grad`, or any input where SciPy is not
+      installed), the normal equations are block-sparse, and the (reduced) system is
+      solved by "cholesky" (dense: small systems), "cudss" (sparse direct on the GPU, where
+      nvmath-python is installed) or "pcg" (conjugate gradients, block-Jacobi
+      preconditioned); the default chooses by size and by what is installed, and every
+      choice reaches the same cost at each iteration as a direct solve. Asking for a device
+      solver runs the device's back end on any input.
     - `report`: a function called with one line per iteration (e.g. `print`).
     - `differentiable`: the solution differentiable in `data` and in fixed variables'
       values (implicit differentiation at the optimum); by default when an input requires
@@ -83,8 +91,9 @@ def solve(
         method, int(max_iterations), relative_decrease, step_norm, gradient_norm, damping,
         solver, report,
     )  # fmt: skip
-    kind = problem.framework
-    if kind == "numpy" and any(c.jacobian_fn is None for c in problem.costs):
+    if not _frameworks.FRAMEWORKS[problem.framework].differentiates and any(
+        c.jacobian_fn is None for c in problem.costs
+    ):
         raise TypeError(
             "xform.optim.solve: the variables hold NumPy arrays, whose residual functions "
             "cannot be differentiated: give each cost a jacobian_fn, or hold the values in "
@@ -95,30 +104,31 @@ def solve(
     if differentiable is None:
         differentiable = wants_gradients(problem)
     if differentiable:
-        return differentiable_solve(problem, settings, eliminate, _run)
+        return differentiable_solve(problem, settings, eliminate, _run, on_device)
     return _run(problem, settings, eliminate)
 
 
 def on_device(problem: Problem, settings: Settings) -> bool:
-    """Whether to solve in the framework itself: a batch of problems, CUDA arrays, values
-    that are JAX tracers (under jit or vmap), or a framework solver asked for."""
+    """Whether to solve on the device's back end: a batch of problems, values on another
+    device than the CPU or traced (under a JAX transform), a device solver asked for, or
+    no SciPy for the CPU's."""
     if problem.batch is not None or settings.solver in DEVICE_SOLVERS:
         return True
+    if not installed("scipy"):
+        return True
     for s in problem.variable_sets:
-        value = s.initial
-        array = value._arrays[0] if hasattr(value, "_arrays") else value
-        if not is_concrete(value):
+        array = _first(s.initial)
+        if not is_concrete(s.initial) or _frameworks.of(array).device(array) not in (None, "cpu"):
             return True
-        device = getattr(array, "device", None)
-        if device is not None and "cuda" in str(getattr(device, "type", device)).lower():
-            return True
-        if device is not None and "gpu" in str(device).lower():
-            return True
-    for cost in problem.costs:
-        for item in cost.data:
-            if (hasattr(item, "_arrays") or hasattr(item, "shape")) and not is_concrete(item):
-                return True
-    return False
+    return any(
+        (isinstance(item, LieGroup) or hasattr(item, "shape")) and not is_concrete(item)
+        for cost in problem.costs
+        for item in cost.data
+    )
+
+
+def _first(value):
+    return value._arrays[0] if isinstance(value, LieGroup) else value
 
 
 def _run(problem: Problem, settings: Settings, eliminate):
@@ -132,4 +142,6 @@ def _run(problem: Problem, settings: Settings, eliminate):
         from ._device import solve_on_device
 
         return solve_on_device(problem, settings, eliminate)
+    from ._host import solve_on_host
+
     return solve_on_host(problem, settings, eliminate)

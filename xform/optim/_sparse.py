@@ -21,11 +21,12 @@ import contextlib
 import copy
 import ctypes
 import functools
-import importlib.util
 import weakref
 
 import numpy as np
 import scipy.sparse as sp
+
+from ._installed import DENSE_BELOW, MODULES, available_solvers
 
 try:  # at import, with the other imports: pypardiso finds MKL by searching the disk
     import pypardiso
@@ -462,29 +463,6 @@ class Dense:
 SOLVERS = {
     s.name: s for s in (Pardiso, Cholmod, CholmodSupernodal, CholmodSimplicial, SuperLU, Dense)
 }
-_MODULES = {
-    "pardiso": "pypardiso",
-    "cholmod": "sksparse",
-    "cholmod-supernodal": "cvxopt",
-    "cholespy": "cholespy",
-    "superlu": "scipy",
-    "dense": "scipy",
-}
-# Below this many unknowns the dense Cholesky is the faster (measured: docs/optim.md).
-DENSE_BELOW = 600
-
-
-def available_solvers() -> list[str]:
-    """The sparse solvers whose library is installed, fastest first (as measured), then
-    the dense one."""
-    return [name for name, module in _MODULES.items() if _installed(module)]
-
-
-@functools.cache
-def _installed(module: str) -> bool:  # once per process: find_spec walks sys.path each call
-    return importlib.util.find_spec(module) is not None
-
-
 def make_solver(pattern: Pattern, name: str | None = None):
     """A function (values, rhs) -> x solving H x = rhs for matrices of `pattern`; by
     default the dense Cholesky for fewer than `DENSE_BELOW` unknowns, else the fastest
@@ -496,6 +474,6 @@ def make_solver(pattern: Pattern, name: str | None = None):
         raise ValueError(f"xform.optim: solver must be one of {sorted(SOLVERS)}, got {name!r}")
     if name not in available_solvers():
         raise ValueError(
-            f"xform.optim: solver {name!r} needs {_MODULES[name]}, which is not installed"
+            f"xform.optim: solver {name!r} needs {MODULES[name]}, which is not installed"
         )
     return SOLVERS[name](pattern)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._problem import framework_of, is_concrete, numpy_of
+from .. import _frameworks
+from .._interop import to_numpy
+from ._problem import framework_of, is_concrete
 
 
 def sqrt_information(information, *, name: str = "information"):
@@ -25,7 +27,7 @@ def sqrt_information(information, *, name: str = "information"):
             f"xform.optim.sqrt_information: {name} has shape {shape}; expected (..., d, d)"
         )
     if is_concrete(information):
-        values = numpy_of(information).reshape(-1, shape[-1], shape[-1])
+        values = to_numpy(information).reshape(-1, shape[-1], shape[-1])
         scale = np.abs(values).max(axis=(1, 2))
         asymmetric = np.abs(values - np.swapaxes(values, 1, 2)).max(axis=(1, 2)) > 1e-9 * scale
         if asymmetric.any():
@@ -39,15 +41,10 @@ def sqrt_information(information, *, name: str = "information"):
                 f"xform.optim.sqrt_information: {name}[{k}] is not positive definite "
                 f"(smallest eigenvalue {smallest:.3g})"
             )
-        if kind == "numpy":
+        if _frameworks.NUMPY.owns(information):  # its factor is at hand
             return np.swapaxes(lower.reshape(shape), -1, -2)
-    if kind == "torch":
-        import torch
-
-        return torch.linalg.cholesky(information).mT
-    import jax.numpy as jnp
-
-    return jnp.swapaxes(jnp.linalg.cholesky(information), -1, -2)
+    xp = _frameworks.of(information).namespace()
+    return xp.linalg.cholesky(information).mT
 
 
 def _lower_cholesky(matrices: np.ndarray) -> np.ndarray | None:

@@ -1,0 +1,206 @@
+"""PyTorch, through the adapter `xform.backends.torch`, imported on first use."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import warp as wp
+
+from .base import Framework, kind
+
+
+class Torch(Framework):
+    name, functions_module, described = "torch", "xform.backends.torch", "a torch.Tensor"
+
+    def device(self, x) -> str:
+        return str(x.device)
+
+    def owns(self, x) -> bool:
+        torch = sys.modules.get("torch")
+        return torch is not None and isinstance(x, torch.Tensor)
+
+    def namespace(self):
+        import torch
+
+        return torch
+
+    def concrete(self, x) -> bool:
+        import torch
+
+        return not (
+            torch.compiler.is_compiling()
+            or x.device.type == "meta"
+            or torch._C._functorch.is_functorch_wrapped_tensor(x)
+        )
+
+    def zeros(self, shape, dtype, like=None):
+        import torch
+
+        device = None if like is None else like.device
+        return torch.zeros(shape, dtype=getattr(torch, dtype), device=device)
+
+    def constant(self, value, like, dtype=None):
+        import torch
+
+        dtype = like.dtype if dtype is None else getattr(torch, dtype)
+        return torch.tensor(value, dtype=dtype, device=like.device)
+
+    def broadcast_to(self, x, shape):
+        return x.expand(shape)
+
+    def concatenate(self, arrays, axis=-1):
+        import torch
+
+        return torch.cat(arrays, axis)
+
+    source_argument, source_described = "generator", "a torch.Generator"
+
+    def is_source(self, x) -> bool:
+        import torch
+
+        return isinstance(x, torch.Generator)
+
+    def seeded_source(self, seed, like=None):
+        import torch
+
+        if seed is None:
+            return None  # the global generator
+        generator = torch.Generator(device=like.device if like is not None else "cpu")
+        return generator.manual_seed(seed)
+
+    def _placement(self, dtype, source, like) -> dict:
+        import torch
+
+        device = like.device if like is not None else source.device if source is not None else None
+        return {"dtype": None if dtype is None else getattr(torch, dtype), "device": device}
+
+    def normal(self, shape, dtype, source, like=None):
+        import torch
+
+        return torch.randn(shape, generator=source, **self._placement(dtype, source, like))
+
+    def uniform(self, shape, dtype, source, low, high, like=None):
+        import torch
+
+        unit = torch.rand(shape, generator=source, **self._placement(dtype, source, like))
+        return unit * (high - low) + low
+
+    def convert(self, x):
+        import torch
+
+        name = kind(x)
+        if name == "numpy":
+            return torch.from_numpy(x)
+        if name == "warp":
+            return wp.to_torch(x)
+        if name == "jax":
+            return torch.from_dlpack(x)
+        return x
+
+    differentiates = True
+
+    def ready(self, x):
+        import torch
+
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        return x
+
+    def value_and_grad(self, f, has_aux):
+        import torch
+
+        def both(x):
+            gradient, value = torch.func.grad_and_value(f, has_aux=has_aux)(x)
+            return value, gradient
+
+        return both
+
+    def register_pytree(self, cls, flatten, unflatten):
+        import torch.utils._pytree as pytree
+
+        pytree.register_pytree_node(
+            cls,
+            lambda x: (flatten(x), None),
+            lambda leaves, _: unflatten(leaves),
+            serialized_type_name=f"xform.{cls.__name__}",
+        )
+
+    def pytree_children(self, x):
+        import torch.utils._pytree as pytree
+
+        if type(x) not in pytree.SUPPORTED_NODES:
+            return None
+        return pytree.tree_flatten(x, is_leaf=lambda y: y is not x)
+
+    def indices(self, values, like=None):
+        import torch
+
+        tensor = torch.from_numpy(np.array(values, dtype=np.int64))  # a copy: writable
+        return tensor if like is None else tensor.to(like.device, non_blocking=True)
+
+    def segment_sum(self, values, segments, count):
+        import torch
+
+        out = torch.zeros(
+            (values.shape[0], count, *values.shape[2:]), dtype=values.dtype, device=values.device
+        )
+        return out.index_add_(1, segments, values)
+
+    def cholesky_solve(self, a, b):
+        import torch
+
+        factor, info = torch.linalg.cholesky_ex(a)
+        x = torch.cholesky_solve(b[..., None], factor)[..., 0]
+        return torch.where((info == 0)[..., None], x, torch.full_like(x, float("nan")))
+
+    def largest(self, x, axis=-1, keepdims=False):
+        return x.amax(axis, keepdim=keepdims)
+
+    def pushforward(self, f, primals, directions):
+        import torch
+
+        return torch.func.vmap(lambda *t: torch.func.jvp(f, primals, t)[1])(*directions)
+
+    def gradient(self, f, argnums):
+        import torch
+
+        return torch.func.grad(f, argnums=argnums)
+
+    def pullback(self, f, primal, cotangent):
+        import torch
+
+        _, pull = torch.func.vjp(f, primal)
+        return pull(cotangent)[0]
+
+    def custom_vjp(self, forward, backward, differentiable):
+        import torch
+
+        class Implicit(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, *leaves):
+                with torch.no_grad():
+                    outputs = tuple(o.detach() for o in forward(*(a.detach() for a in leaves)))
+                ctx.mark_non_differentiable(*outputs[differentiable:])
+                ctx.save_for_backward(*leaves, *outputs)
+                ctx.count = len(leaves)
+                return outputs
+
+            @staticmethod
+            def backward(ctx, *cotangents):
+                saved = ctx.saved_tensors
+                leaves, outputs = saved[: ctx.count], saved[ctx.count :]
+                cotangents = [c if c is not None else torch.zeros_like(o)
+                              for c, o in zip(cotangents, outputs)]  # fmt: skip
+                with torch.enable_grad():
+                    grads = backward([a.detach() for a in leaves], list(outputs),
+                                     cotangents[:differentiable])  # fmt: skip
+                return tuple(g if a.requires_grad else None for g, a in zip(grads, leaves))
+
+        return Implicit.apply
+
+    def to_device(self, x, device):
+        return x.to(device)
+
+    def put_rows(self, whole, rows, part):
+        return whole.index_copy(0, rows, part)

@@ -1,0 +1,378 @@
+"""Rigid-body dynamics of a kinematic tree as xform ops: inverse dynamics (RNEA), the mass
+matrix (CRBA), forward dynamics, and the explicit partial derivatives, one kernel launch
+per call, each thread running its configuration through `_rnea.py`'s sweeps.
+
+Operands: `q (nq,)`, `v (nv,)` (and `a` or `tau`), the external forces `(n_links, 6)`
+(zeros, broadcast, where none are given), and the constant tables `bodies` and `frames`
+(`_inertia.py`), whose leading shape is `()`. Ops are made once per (bodies, links, nq,
+nv): the sizes fix the element shapes and every loop bound.
+
+Closed forms (every derivative in q below is in the tangent space; `ambient_tangent` and
+`ambient_cotangent` map it to and from q's own coordinates, the root quaternion's
+included, which is read normalised):
+
+- inverse dynamics: tangent and VJP are `_rnea.py`'s sweeps;
+- mass matrix: column l is the RNEA of `a = e_l` without velocity or gravity, so its
+  tangent and VJP are that RNEA's, one sweep per column;
+- forward dynamics: `a = M^-1 (tau - b)`, with `M = L L^T` by Cholesky (a mimic joint
+  couples its master's branches, which an articulated-body recursion cannot take); its
+  tangent is `M^-1 (dtau - dRNEA(q, v, a)[dq, dv, df])`, its VJP `λ = M^-1 g` and then
+  `-RNEA_vjp(λ)` for q, v and the forces, `λ` for tau;
+- the partials: `dtau/dq` and `dtau/dv` column by column from the RNEA tangent, and
+  `da/dq = -M^-1 dtau/dq`, `da/dv = -M^-1 dtau/dv` at `a = FD(q, v, tau)`. They are
+  marked not differentiable: their derivatives are the functions' second derivatives,
+  which the functions themselves give (and Warp's adjoint of the column sweeps, unrolled,
+  took half an hour to compile for a tree of 8 bodies).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import warp as wp
+
+from .._define import define_op
+from .._op import Op, Operand
+from ..ops.quaternion import quat_conjugate, quat_multiply, vector_part
+from . import _inertia
+from ._rnea import (
+    component,
+    crba,
+    rnea,
+    rnea_state,
+    rnea_tangent,
+    rnea_tangent_at,
+    rnea_vjp,
+    root_quaternion,
+)
+
+
+@wp.func
+def shifted(out: Any, x: Any, shift: int):
+    """out with out[j] = x[j + shift] (clamped into x) for every j."""
+    for j in range(len(out)):
+        out[j] = component(x, wp.max(j + shift, 0))
+    return out
+
+
+@wp.func
+def ambient_tangent(q: Any, dq: Any, template: Any):
+    """A tangent of q in its own coordinates as one in the tangent space (len(template)):
+    the same on a fixed base; on a floating base the root's [R^T dp, ω] with
+    ω = 2 vec(q* dq) / |q|^2 (the rotation of the normalised quaternion), then the joints."""
+    base = len(q) - len(template)
+    out = shifted(type(template)(), dq, base)
+    if base != 0:
+        turn = root_quaternion(q)
+        unit = turn / wp.length(turn)
+        zero = type(q[0])(0.0)
+        moved = wp.vector(zero, component(dq, 0), component(dq, 1), component(dq, 2))
+        d_position = vector_part(quat_multiply(quat_conjugate(unit), quat_multiply(moved, unit)))
+        spin = (type(q[0])(2.0) / wp.dot(turn, turn)) * vector_part(
+            quat_multiply(quat_conjugate(turn), root_quaternion(dq))
+        )
+        for j in range(6):
+            if j < 3:
+                out[wp.min(j, len(out) - 1)] = d_position[wp.min(j, 2)]
+            else:
+                out[wp.min(j, len(out) - 1)] = spin[wp.clamp(j - 3, 0, 2)]
+    return out
+
+
+@wp.func
+def ambient_cotangent(q: Any, g: Any):
+    """The transpose of `ambient_tangent`: a cotangent in the tangent space as one of q."""
+    base = len(q) - len(g)
+    out = shifted(type(q)(), g, -base)
+    if base != 0:
+        turn = root_quaternion(q)
+        unit = turn / wp.length(turn)
+        zero = type(q[0])(0.0)
+        moved = wp.vector(zero, component(g, 0), component(g, 1), component(g, 2))
+        push = quat_multiply(unit, quat_multiply(moved, quat_conjugate(unit)))
+        pull = (type(q[0])(2.0) / wp.dot(turn, turn)) * quat_multiply(
+            turn, wp.vector(zero, component(g, 3), component(g, 4), component(g, 5))
+        )
+        for j in range(7):
+            if j < 3:
+                out[wp.min(j, len(out) - 1)] = push[wp.clamp(j + 1, 1, 3)]
+            else:
+                out[wp.min(j, len(out) - 1)] = pull[wp.clamp(j - 3, 0, 3)]
+    return out
+
+
+# --- a dense symmetric positive definite solve ----------------------------------------------
+
+
+@wp.func
+def cholesky(m: Any):
+    """The lower factor L of m = L L^T (loops of fixed bound, see `_rnea.py`)."""
+    n = len(m)
+    lower = type(m)()
+    for j in range(n):
+        d = m[j, j]
+        for k in range(n):
+            if k < j:
+                d -= lower[j, k] * lower[j, k]
+        d = wp.sqrt(d)
+        lower[j, j] = d
+        for i in range(n):
+            if i > j:
+                t = m[i, j]
+                for k in range(n):
+                    if k < j:
+                        t -= lower[i, k] * lower[j, k]
+                lower[i, j] = t / d
+    return lower
+
+
+@wp.func
+def cholesky_solve(lower: Any, b: Any):
+    """x with L L^T x = b."""
+    n = len(b)
+    y = type(b)()
+    for i in range(n):
+        t = b[i]
+        for k in range(n):
+            if k < i:
+                t -= lower[i, k] * y[k]
+        y[i] = t / lower[i, i]
+    x = type(b)()
+    for r in range(n):
+        i = n - 1 - r
+        t = y[i]
+        for k in range(n):
+            if k > i:
+                t -= lower[k, i] * x[k]
+        x[i] = t / lower[i, i]
+    return x
+
+
+@wp.func
+def cholesky_inverse(lower: Any):
+    """(L L^T)^-1, column by column."""
+    n = len(lower)
+    inverse = type(lower)()
+    one = type(lower[0, 0])(1.0)
+    for c in range(n):
+        unit = wp.vector(length=len(lower), dtype=type(lower[0, 0]))
+        unit[c] = one
+        column = cholesky_solve(lower, unit)
+        for r in range(n):
+            inverse[r, c] = column[r]
+    return inverse
+
+
+# --- the element functions -------------------------------------------------------------------
+
+
+@wp.func
+def no_forces(q: Any):
+    """A single zero external force on the root, for sweeps that take none."""
+    return wp.matrix(shape=(1, 6), dtype=type(q[0])), wp.matrix(shape=(1, 8), dtype=type(q[0]))
+
+
+@wp.func
+def inverse_dynamics(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any):
+    return rnea(q, v, a, forces, bodies, frames, type(q[0])(1.0))
+
+
+@wp.func
+def inverse_dynamics_tangent(
+    q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any,
+    dq: Any, dv: Any, da: Any, dforces: Any, d_bodies: Any, d_frames: Any,
+):  # fmt: skip
+    one = type(q[0])(1.0)
+    tangent = ambient_tangent(q, dq, v)
+    return rnea_tangent(q, v, a, forces, bodies, frames, one, tangent, dv, da, dforces)
+
+
+@wp.func
+def inverse_dynamics_vjp(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, g: Any):
+    g_q, g_v, g_a, g_forces = rnea_vjp(q, v, a, forces, bodies, frames, type(q[0])(1.0), g)
+    return ambient_cotangent(q, g_q), g_v, g_a, g_forces, type(bodies)(), type(frames)()
+
+
+@wp.func
+def forward_solution(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any):
+    """a = M^-1 (tau - b) and the Cholesky factor of M."""
+    bias = rnea(q, v, type(v)(), forces, bodies, frames, type(q[0])(1.0))
+    lower = cholesky(crba(q, v, bodies))
+    return cholesky_solve(lower, tau - bias), lower
+
+
+@wp.func
+def forward_dynamics(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any):
+    a, lower = forward_solution(q, v, tau, forces, bodies, frames)
+    return a
+
+
+@wp.func
+def forward_dynamics_tangent(
+    q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any,
+    dq: Any, dv: Any, dtau: Any, dforces: Any, d_bodies: Any, d_frames: Any,
+):  # fmt: skip
+    a, lower = forward_solution(q, v, tau, forces, bodies, frames)
+    one = type(q[0])(1.0)
+    tangent = ambient_tangent(q, dq, v)
+    moved = rnea_tangent(q, v, a, forces, bodies, frames, one, tangent, dv, type(v)(), dforces)
+    return cholesky_solve(lower, dtau - moved)
+
+
+@wp.func
+def forward_dynamics_vjp(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any, g: Any):
+    a, lower = forward_solution(q, v, tau, forces, bodies, frames)
+    pull = cholesky_solve(lower, g)
+    g_q, g_v, g_a, g_forces = rnea_vjp(q, v, a, forces, bodies, frames, type(q[0])(1.0), pull)
+    return -ambient_cotangent(q, g_q), -g_v, pull, -g_forces, type(bodies)(), type(frames)()
+
+
+@wp.func
+def rnea_jacobians(q: Any, v: Any, a: Any, bodies: Any):
+    """dtau/dq (in the tangent space) and dtau/dv, column by column."""
+    forces, frames = no_forces(q)
+    one = type(q[0])(1.0)
+    zero = type(v)()
+    positions, quaternions, motions, inertias, velocities, accelerations, subtree, g, h, ia = (
+        rnea_state(q, v, a, forces, bodies, frames, one)
+    )
+    by_q = wp.matrix(shape=(len(v), len(v)), dtype=type(q[0]))
+    by_v = wp.matrix(shape=(len(v), len(v)), dtype=type(q[0]))
+    for c in range(len(v)):
+        unit = type(v)()
+        unit[c] = one
+        column_q = rnea_tangent_at(
+            q, v, a, forces, bodies, frames, positions, quaternions, motions, inertias,
+            velocities, accelerations, subtree, g, h, ia, unit, zero, zero, forces, 1,
+        )  # fmt: skip
+        column_v = rnea_tangent_at(
+            q, v, a, forces, bodies, frames, positions, quaternions, motions, inertias,
+            velocities, accelerations, subtree, g, h, ia, zero, unit, zero, forces, 1,
+        )  # fmt: skip
+        for r in range(len(v)):
+            by_q[r, c] = column_q[r]
+            by_v[r, c] = column_v[r]
+    return by_q, by_v
+
+
+@wp.func
+def inverse_dynamics_derivatives(q: Any, v: Any, a: Any, bodies: Any):
+    by_q, by_v = rnea_jacobians(q, v, a, bodies)
+    return by_q, by_v, crba(q, v, bodies)
+
+
+@wp.func
+def forward_dynamics_derivatives(q: Any, v: Any, tau: Any, bodies: Any):
+    forces, frames = no_forces(q)
+    a, lower = forward_solution(q, v, tau, forces, bodies, frames)
+    inverse = cholesky_inverse(lower)
+    by_q, by_v = rnea_jacobians(q, v, a, bodies)
+    return -(inverse @ by_q), -(inverse @ by_v), inverse
+
+
+@functools.cache
+def _mass_matrix_functions(nv: int):
+    """The mass matrix's element functions for nv velocity coordinates (its only operand
+    besides the tables is q, whose length does not say nv on a floating base)."""
+
+    @wp.func
+    def mass_matrix(q: Any, bodies: Any):
+        return crba(q, wp.vector(length=nv, dtype=type(q[0])), bodies)
+
+    @wp.func
+    def mass_matrix_tangent(q: Any, bodies: Any, dq: Any, d_bodies: Any):
+        zero = wp.vector(length=nv, dtype=type(q[0]))
+        forces, frames = no_forces(q)
+        tangent = ambient_tangent(q, dq, zero)
+        d_m = wp.matrix(shape=(nv, nv), dtype=type(q[0]))
+        for c in range(nv):
+            unit = wp.vector(length=nv, dtype=type(q[0]))
+            unit[c] = type(q[0])(1.0)
+            column = rnea_tangent(
+                q, zero, unit, forces, bodies, frames, type(q[0])(0.0), tangent, zero, zero, forces
+            )
+            for r in range(nv):
+                d_m[r, c] = column[r]
+        return d_m
+
+    @wp.func
+    def mass_matrix_vjp(q: Any, bodies: Any, g_m: Any):
+        zero = wp.vector(length=nv, dtype=type(q[0]))
+        forces, frames = no_forces(q)
+        g_q = wp.vector(length=nv, dtype=type(q[0]))
+        for c in range(nv):
+            unit = wp.vector(length=nv, dtype=type(q[0]))
+            unit[c] = type(q[0])(1.0)
+            pull = wp.vector(length=nv, dtype=type(q[0]))
+            for r in range(nv):
+                pull[r] = g_m[r, c]
+            g_column, g_v, g_a, g_forces = rnea_vjp(
+                q, zero, unit, forces, bodies, frames, type(q[0])(0.0), pull
+            )
+            g_q = g_q + g_column
+        return ambient_cotangent(q, g_q), type(bodies)()
+
+    return mass_matrix, mass_matrix_tangent, mass_matrix_vjp
+
+
+# --- the ops, one per (call, bodies, links, nq, nv) ----------------------------------------
+
+
+# Each call's element function (a mass matrix's made per nv), closed forms, operands in
+# order (q's kind, then vectors of v's length, "forces") and results, and its formula.
+_CALLS = {
+    "inverse_dynamics": (
+        lambda nv: (inverse_dynamics, inverse_dynamics_tangent, inverse_dynamics_vjp),
+        ("q", "v", "a", "forces"), {"tau": 1},
+        "tau = M(q) a + C(q, v) v + g(q) - sum_i J_i^T f_i (by the recursive Newton-Euler "
+        "algorithm)",
+    ),
+    "mass_matrix": (
+        _mass_matrix_functions, ("q",), {"mass_matrix": 2},
+        "the joint-space mass matrix M(q) (by the composite rigid body algorithm)",
+    ),
+    "forward_dynamics": (
+        lambda nv: (forward_dynamics, forward_dynamics_tangent, forward_dynamics_vjp),
+        ("q", "v", "tau", "forces"), {"a": 1},
+        "a = M(q)^-1 (tau - C(q, v) v - g(q) + sum_i J_i^T f_i)",
+    ),
+    "inverse_dynamics_derivatives": (
+        lambda nv: (inverse_dynamics_derivatives, None, None),
+        ("q", "v", "a"), {"dtau_dq": 2, "dtau_dv": 2, "mass_matrix": 2},
+        "d tau / dq (in the tangent space), d tau / dv and M(q)",
+    ),
+    "forward_dynamics_derivatives": (
+        lambda nv: (forward_dynamics_derivatives, None, None),
+        ("q", "v", "tau"), {"da_dq": 2, "da_dv": 2, "mass_matrix_inverse": 2},
+        "d a / dq (in the tangent space), d a / dv and M(q)^-1 at a = FD(q, v, tau)",
+    ),
+}  # fmt: skip
+CALLS = tuple(_CALLS)
+
+
+@functools.cache
+def dynamics_op(call: str, n_bodies: int, n_links: int, nq: int, nv: int) -> Op:
+    """The op of a `Chain` dynamics call (`CALLS`) for a tree of these sizes. Its kernels
+    unroll no loop (a whole tree compiles in a fraction of the time, and runs as fast);
+    a configuration weighs a few FKs in the CPU split (the partials, one per column)."""
+    functions, names, results, doc = _CALLS[call]
+    function, tangent, vjp = functions(nv)
+    shapes = {"q": (nq,), "forces": (n_links, 6)}
+    operands = {name: shapes.get(name, (nv,)) for name in names}
+    operands["bodies"] = Operand((n_bodies, _inertia.BODY_COLUMNS), batch=())
+    if "forces" in names:
+        operands["frames"] = Operand((n_links, _inertia.FRAME_COLUMNS), batch=())
+    links = f"_{n_links}_links" if "forces" in names else ""
+    return define_op(
+        f"{call}_{n_bodies}_bodies{links}_{nq}_q_{nv}_v",
+        function,
+        operands,
+        {name: (nv,) * rank for name, rank in results.items()},
+        tangent=tangent,
+        vjp=vjp,
+        differentiable=names if tangent is not None else (),
+        work=16.0 * n_bodies * (nv if len(results) > 1 else 1),
+        max_unroll=1,
+        doc=f"{doc} (xform.kinematics.Chain.{call}).",
+    )
