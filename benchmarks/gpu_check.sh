@@ -15,19 +15,13 @@
 # docstring says how): on 2026-11-26 on an H100 the whole script then took 313 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/xform_gpu_check}
+OUT_DEFAULT=/tmp/xform_gpu_check
 source benchmarks/gpu_steps.sh
 
-step test_cuda 240 env XFORM_TESTS=full python3 -m pytest tests/test_cuda.py -n 12 -q -p no:cacheprovider \
-    --junitxml="$OUT/test_cuda.xml"
-step native_self_test 60 env XFORM_JAX_CUDA=native python3 -c "
-import warnings
-warnings.simplefilter('error')
-from xform.backends import jax_native
-assert jax_native.cuda_library() is not None
-print('native CUDA self-test passed')"
-step jax_calls 150 python3 -m benchmarks.jax_calls --device cuda --out "$OUT"
-step hbm_16M 130 python3 -m benchmarks --device cuda --sizes 16777216 --no-compile \
+device_info
+cuda_checks 240 60
+step jax_calls 150 $PYTHON -m benchmarks.jax_calls --device cuda --out "$OUT"
+step hbm_16M 130 $PYTHON -m benchmarks --device cuda --sizes 16777216 --no-compile \
     --ops transform_points batch_transform_points pose_multiply quaternion_to_matrix \
     matrix_to_quaternion se3_log so3_exp quaternion_multiply --out "$OUT/hbm_16M"
 echo "all steps in $((SECONDS - started)) s" | tee -a "$summary"

@@ -18,8 +18,9 @@
 # (carry .gpu/b, .gpu/env.sh, .gpu/dyn.tar.xz; timeout_s 600). Read $OUT/summary.txt first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/xform_gpu_dynamics}
+OUT_DEFAULT=/tmp/xform_gpu_dynamics
 source benchmarks/gpu_steps.sh
+device_info
 
 # The URDFs and the precompiled kernels (a writable copy: Warp adds what it compiles).
 robots=""

@@ -1,6 +1,7 @@
 """Warp's kernel cache for a lent GPU, made here on the CPU: every kernel module of the
-ops (tests/test_cuda_compile.py's list, less the Panda's) compiled by NVRTC to sm_90 PTX
-with the options the GPU loads them with, packed as two xz parts for the two calls of
+ops (tests/test_cuda_compile.py's list; of the Panda's, the first-order ones) compiled by
+NVRTC to sm_90 PTX with the options the GPU loads them with, packed as two xz parts for
+the two calls of
 ../shared/hooks/gpu/README.md. On the GPU the module hashes are the same, so Warp loads
 them instead of compiling: on an H100, tests/test_cuda.py took 145 s with them, where a
 cold cache costs minutes of NVRTC per large module, out of a 15-minute device budget.
@@ -9,7 +10,7 @@ cold cache costs minutes of NVRTC per large module, out of a 15-minute device bu
 
 Call 1 carries cache_00 and copies it to /tmp/xgpu/; call 2 carries cache_01 and runs
 `cat /tmp/xgpu/cache_00 .gpu/cache_01 | xz -d | tar -x -C /tmp/warpcache` with
-WARP_CACHE_PATH=/tmp/warpcache before benchmarks/gpu_check.sh.
+WARP_CACHE_PATH=/tmp/warpcache before benchmarks/gpu_check.sh (or gpu_roofline.sh).
 """
 
 import argparse
@@ -24,18 +25,16 @@ from pathlib import Path
 import warp as wp
 
 import xform
-from xform._launch import codegen, source
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_cuda_compile import ARCH, kernel_modules  # noqa: E402
+from test_cuda_compile import ARCH, build, kernel_modules, panda_ops  # noqa: E402
 
 
 def compiled(op, kind, scalar) -> Path:
     """The cache folder of one module, compiled to sm_90 PTX first if it is not there."""
     from warp._src.context import get_module
 
-    codegen.kernels(op, kind, scalar)
-    name = source.module_name(op, kind, scalar)
+    name = build(op, kind, scalar)
     module = get_module(name)
     identifier = module.get_module_identifier(block_dim=module.options.get("block_dim"))
     folder = Path(wp.config.kernel_cache_dir) / identifier
@@ -51,6 +50,8 @@ def main() -> None:
     wp.config.quiet = True
     wp.init()
     modules = kernel_modules([xform.OPS[name] for name in sorted(xform.OPS)])
+    # Panda's first-order kernels, which gpu_roofline.sh times at 1M configurations.
+    modules += kernel_modules(panda_ops(), second_order=False)
     with ThreadPoolExecutor(os.cpu_count()) as pool:  # NVRTC releases the GIL
         folders = list(pool.map(lambda m: compiled(*m), modules))
     with tempfile.TemporaryDirectory() as tmp:

@@ -91,7 +91,7 @@ def main(argv=None) -> list[dict]:
     if device != "cpu":  # read at the first call: before any op is traced
         os.environ.setdefault("XFORM_JAX_CUDA", "native")
 
-    from benchmarks.run import format_loop, loop_rows, machine
+    from benchmarks.run import format_loop, loop_rows, machine, recorded_at
     from xform.backends import jax_native
 
     native = jax_native.library() if device == "cpu" else jax_native.cuda_library()
@@ -101,6 +101,7 @@ def main(argv=None) -> list[dict]:
     args.out.mkdir(parents=True, exist_ok=True)
     saved = {
         "machine": machine(device),
+        **recorded_at(),
         "native path available": native is not None,
         "records": records,
         "ratios": rows,

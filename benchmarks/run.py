@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import math
 import os
 import platform
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -342,7 +344,12 @@ def implementations(op, arrays, backward, compiled, device):
 TORCH_PEERS = ("torch", "torch.compile", "roma", "pypose")
 
 
-def median_time(run, budget=0.2, min_repeats=5, max_repeats=200) -> float:
+# Seconds of repeats per measurement (XFORM_BENCHMARK_BUDGET: 0 for a smoke run's five).
+BUDGET = float(os.environ.get("XFORM_BENCHMARK_BUDGET", 0.2))
+
+
+def median_time(run, budget=None, min_repeats=5, max_repeats=200) -> float:
+    budget = BUDGET if budget is None else budget
     for _ in range(2):  # warm-up: compilation, caches
         run()
     times = []
@@ -498,6 +505,17 @@ def plot(records, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def recorded_at() -> dict:
+    """When and on what tree a run was made: the UTC date, and the commit (XFORM_COMMIT
+    where the tree travelled without its history, as to a lent GPU)."""
+    commit = os.environ.get("XFORM_COMMIT")
+    if not commit:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, cwd=Path(__file__).parent)  # fmt: skip
+        commit = done.stdout.strip() if done.returncode == 0 else "unknown"
+    return {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"), "commit": commit}
+
+
 def machine(device: str) -> str:
     where = f"{platform.machine()}, {os.cpu_count()} CPU cores"
     if device != "cpu":
@@ -527,6 +545,7 @@ def main(argv=None) -> list[dict]:
         json.dumps(
             {
                 "machine": machine(device),
+                **recorded_at(),
                 "load average before, after": [load, os.getloadavg()],
                 "records": records,
                 "ratios": rows,

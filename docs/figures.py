@@ -97,10 +97,19 @@ def machine(results: dict) -> str:
     return ", ".join(p for p in parts if p)
 
 
+def when(results: dict) -> str:
+    """When and at which commit a results file was measured, where it records them."""
+    parts = [f"on {results['date']}" if "date" in results else ""]
+    parts.append(f"at commit {results['commit']}" if "commit" in results else "")
+    return " ".join(p for p in parts if p)
+
+
 def caption(item: Measured, prefix: str) -> str:
     results = load(item.source)
     link = f"[`benchmarks/{item.source}`]({prefix}generated/results/{item.source})"
-    return f"*Measured on {machine(results)}. Data: {link}, from `{item.command}`.*"
+    dated = f", {when(results)}" if when(results) else ""
+    note = f" ({results['note']})" if "note" in results else ""
+    return f"*Measured on {machine(results)}{dated}{note}. Data: {link}, from `{item.command}`.*"
 
 
 # --- numbers as a page prints them ----------------------------------------------------------
@@ -151,7 +160,9 @@ def _pyplot():
 
 LATEST_CPU = "results_cheaper_vjps.json"  # the latest run of every op on the CPU
 SIZES_CPU = "results_sizes.json"  # the latest run of every size, for the first five ops
-LATEST_CUDA = "results_cuda_h100.json"  # the latest GPU run
+LATEST_CUDA = (
+    "results_cuda.json"  # the latest GPU run (benchmarks/roofline.py --install)
+)
 OP_COMMAND = "python -m benchmarks"
 ENDS = (16, 1_048_576)
 MODES = ("forward", "forward+backward")

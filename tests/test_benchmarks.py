@@ -1,6 +1,9 @@
 """The benchmark is not a test, but it must not rot: run it at its smallest size."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +38,36 @@ def test_benchmark_runs_at_the_smallest_size(device, tmp_path, monkeypatch):
     } <= measured
     assert all(r["seconds"] > 0 and r["bytes"] > 0 for r in saved["records"])
     assert (tmp_path / "results.png").stat().st_size > 0
+
+
+def test_the_gpu_check_runs_dry_on_the_cpu(tmp_path, monkeypatch):
+    """benchmarks/gpu_roofline.sh --dry-run: every Python step of issue 47's check on a
+    lent GPU, on the CPU at tiny sizes, and its acceptance table from the files they
+    write; then those files installed where the docs read them."""
+    for module in ("torch", "jax", "matplotlib"):
+        pytest.importorskip(module)
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.syspath_prepend(str(root))
+    path = os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])
+    environment = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable,
+                   "XFORM_BENCHMARK_BUDGET": "0", "PYTHONPATH": path}  # fmt: skip
+    script = root / "benchmarks" / "gpu_roofline.sh"
+    done = subprocess.run(["bash", str(script), "--dry-run"], env=environment,
+                          capture_output=True, text=True, timeout=1800)  # fmt: skip
+    summary = (tmp_path / "summary.txt").read_text()
+    for step in ("hbm_16M", "roofline", "jax_calls", "sizes", "acceptance"):
+        assert f"{step}: rc=0" in summary, summary + done.stdout[-3000:] + done.stderr[-3000:]
+    saved = json.loads((tmp_path / "roofline" / "roofline.json").read_text())
+    assert [r["scalars per element"] for r in saved["stores"]] == [3, 4, 7, 9, 16]
+    assert all(r["staged store correct"] for r in saved["stores"])
+    assert len(saved["sums"]) == 4 and all(r["five runs the same bits"] for r in saved["sums"])
+    acceptance = (tmp_path / "acceptance.md").read_text()
+    assert "batch_transform_points | forward+backward" in acceptance
+    from benchmarks.acceptance import install
+
+    (tmp_path / "installed").mkdir()
+    written = install(tmp_path, tmp_path / "installed", figures=False)
+    assert "results_cuda.json" in written and len(written) == 4
 
 
 def test_kinematics_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):

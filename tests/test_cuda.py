@@ -14,6 +14,7 @@ skipped where Warp sees no CUDA device; `benchmarks/gpu_check.sh` runs it on a l
 """
 
 import contextlib
+import dataclasses
 import sys
 
 import numpy as np
@@ -213,8 +214,98 @@ def test_warp_shared_gradients_match_cpu(device, name, leadings, rng):
         np.testing.assert_allclose(g.numpy().reshape(want.shape), want, **tolerance)
 
 
+# Broadcast gradients the GPU sums in blocks (`_launch/blocks.py`), deterministic: one pose
+# over 4M points (partial sums per chunk), a batch of poses over their points (a block per
+# pose), one quaternion for a batch (partial sums per block), two single poses.
+IN_BLOCKS = [
+    ("transform_points", [(), (), (1 << 22,)]),
+    ("batch_transform_points", [(2048,), (2048,), (2048, 2048)]),
+    ("batch_transform_points", [(2048,), (1,), (2048, 1024)]),
+    ("pose_multiply", [(1,), (1,), (1 << 20,), (1 << 20,)]),
+]
+
+
+def tile_of(name, leadings, product=Product.VJP, device="cuda:0"):
+    op = xform.OPS[name]
+    shapes = [(*lead, *o.element) for lead, o in zip(leadings, op.operands)]
+    operands = _launch.buffers.prepare(op, [np.zeros(s) for s in shapes])
+    operands = dataclasses.replace(operands, device=device)
+    (tile,) = _launch.tiling.product_tiles(operands, product, 1)
+    return tile
+
+
+def test_which_gpu_vjps_sum_their_broadcast_gradients_in_blocks():
+    """In blocks: an operand broadcast along the innermost dimension (contiguous along the
+    others) or one element for the launch; not: one broadcast along an outer dimension
+    only (those still add atomically, in strided runs), and nothing on the CPU's route."""
+    for name, leadings in IN_BLOCKS + SHARED:
+        assert tile_of(name, leadings).blocks, name
+    (one_pose, pose_batch, one_quaternion, _) = IN_BLOCKS
+    assert tile_of(*one_pose).blocks == (2048, 2048)  # 4M summands over SUM_BLOCKS chunks
+    assert tile_of(*pose_batch).blocks == (2048, 1)
+    shared_points = ("batch_transform_points", [(64,), (64,), (1, 4096)])
+    assert not tile_of(*shared_points).blocks
+    assert not tile_of(*one_pose, product=Product.FORWARD).blocks
+    assert not tile_of(*one_pose, device="cpu").blocks
+    with _launch.tiling.gpu_route():
+        assert tile_of(*one_pose, device="cpu").blocks
+    op = xform.OPS["batch_transform_points"]
+    shapes = [(2048, 3), (1, 4), (2048, 1024, 3)]
+    scratch = _launch.tiling.scratch_shapes(op, Product.VJP, shapes, 0, (True,) * 3, GPU)
+    assert scratch == [(2048, 4)]  # the quaternion's: one partial sum per block
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@needs_torch
+def test_partial_sums_of_a_broadcast_gradient_through_torch_and_jax(jax_on, device, rng):
+    """Where a broadcast gradient adds up partial sums (one pose over 64k points: 64
+    chunks), those are arrays of the caller's: PyTorch's allocator's, outputs of JAX's
+    FFI call (`tiling.scratch_shapes`)."""
+    import xform.backends.jax as xj
+
+    jax, where = jax_on
+    args = random_args("transform_points", [(), (), (1 << 16,)], rng)
+    cotangent = rng.normal(size=(1 << 16, 3))
+    expected = xform.vjp("transform_points", args, cotangent)
+    inputs = tensors(args, device, requires_grad=True)
+    with walked(device):
+        assert tile_of("transform_points", [(), (), (1 << 16,)], device=device).blocks[1] == 64
+        out = xt.transform_points(*inputs)
+        grads = torch.autograd.grad(out, inputs, torch.from_numpy(cotangent).to(device))
+        arrays = [jax.device_put(a, where) for a in args]
+        _, pullback = jax.vjp(jax.jit(xj.transform_points), *arrays)
+        jax_grads = jax.jit(pullback)(cotangent)
+    for got, got_jax, want in zip(grads, jax_grads, expected):
+        tolerance = {"rtol": 1e-9, "atol": 1e-11 * np.abs(want).max()}
+        np.testing.assert_allclose(got.cpu().numpy(), want, **tolerance)
+        np.testing.assert_allclose(np.asarray(got_jax), want, **tolerance)
+
+
+@needs_cuda
+@pytest.mark.parametrize(("name", "leadings"), IN_BLOCKS)
+def test_gpu_results_and_gradients_repeat_bit_for_bit(name, leadings, rng):
+    """Run to run on the GPU, float32: the same bits, broadcast gradients included (summed
+    in blocks, in order, where atomic adds would land in any order)."""
+    args = random_args(name, leadings, rng)
+    cotangents = cotangents_for(name, args, rng)
+    arrays = warp_arrays([*args, *cotangents], GPU, wp.float32)
+    inputs, outputs = arrays[: len(args)], tuple(arrays[len(args) :])
+    first = [x.numpy() for x in as_tuple(getattr(xform, name)(*inputs))]
+    gradients = [g.numpy() for g in xform.vjp(name, inputs, outputs)]
+    for _ in range(4):
+        for a, b in zip(as_tuple(getattr(xform, name)(*inputs)), first):
+            np.testing.assert_array_equal(a.numpy(), b)
+        for a, b in zip(xform.vjp(name, inputs, outputs), gradients):
+            np.testing.assert_array_equal(a.numpy(), b)
+    expected = xform.vjp(name, args, [np.asarray(c.numpy(), np.float64) for c in outputs])
+    for got, want in zip(gradients, expected):
+        scale = np.abs(want).max()
+        np.testing.assert_allclose(got.reshape(want.shape), want, rtol=2e-3, atol=2e-3 * scale)
+
+
 def test_the_gpu_route_runs_strided_runs_on_the_cpu():
-    """What the CPU half of this file relies on: the GPU's grid for a shared gradient."""
+    """What the CPU half of this file relies on: the GPU's grid for a shared gradient that
+    is not summed in blocks (those take strided runs; the rest, `blocks.py`)."""
     op = xform.OPS["transform_points"]
     plan = _launch.buffers.cached_plan(op, ((3,), (4,), (1 << 16, 3)), 0)
     (tile,) = _launch.tiling.tiles(plan, 1)

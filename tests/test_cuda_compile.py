@@ -17,6 +17,7 @@ core, and prints the time.
 """
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -27,8 +28,12 @@ import warp as wp
 
 import xform
 from xform import _launch, _second_order
-from xform._launch import codegen, source
+from xform._launch import blocks, codegen, source
 from xform._op import Product
+
+# The GPU's VJP of broadcast operands summed in blocks (`_launch/blocks.py`): a module of
+# its own, for the ops that neither sum over groups nor scatter.
+BLOCKS = "vjp_blocks"
 
 SCALARS = (wp.float32, wp.float64)
 ARCH = 90
@@ -49,6 +54,8 @@ def products(op, second_order: bool = True) -> list[tuple]:
     if not op.differentiable:
         return [(op, Product.FORWARD)]
     made = [(op, Product.FORWARD), (op, Product.TANGENT), (op, Product.VJP)]
+    if not op.reduced and not op.scatters:
+        made.append((op, BLOCKS))
     if not second_order:
         return made
     try:
@@ -67,16 +74,45 @@ def kernel_modules(ops, second_order: bool = True) -> list[tuple]:
     ]
 
 
+# A kernel's static shared memory (`__shared__`: STORE's staging buffers, tile sums) may not
+# pass 48 KB: past it the module fails to load on the GPU (ptxas, not NVRTC, says so).
+STATIC_SHARED_LIMIT = 48 * 1024
+_SHARED = re.compile(r"^\.shared(?:\s+\.align\s+\d+)?\s+\.[a-z]+(\d+)\s+\S+?(?:\[(\d+)\])?;", re.M)
+
+
+def static_shared_bytes(ptx_text: str) -> int:
+    """The static shared memory a module's PTX declares, all its kernels' together (a bound
+    on any one kernel's)."""
+    return sum(int(bits) // 8 * int(count or 1) for bits, count in _SHARED.findall(ptx_text))
+
+
 def compile_for_cuda(op, kind, scalar) -> str | None:
     """Build the module of `kind` of `op` and compile it for sm_90; the error, or None."""
     try:
-        codegen.kernels(op, kind, scalar)
-        module = source.module_name(op, kind, scalar)
-        wp.set_module_options({"optimization_level": 0}, module=module)
-        wp.compile_aot_module(module, arch=ARCH, use_ptx=True)
+        shared = static_shared_bytes(ptx(op, kind, scalar))
     except Exception as exc:
         return f"{op.name} {kind} {scalar.__name__}: {type(exc).__name__}: {exc}"
+    if shared > STATIC_SHARED_LIMIT:
+        return f"{op.name} {kind} {scalar.__name__}: {shared} bytes of static shared memory"
     return None
+
+
+def build(op, kind, scalar) -> str:
+    """Generate the Warp module of `kind` of `op` for `scalar`; its name."""
+    if kind == BLOCKS:
+        blocks.kernels(op, scalar)
+    else:
+        codegen.kernels(op, kind, scalar)
+    return source.module_name(op, kind, scalar)
+
+
+def ptx(op, kind, scalar, optimization_level: int | None = 0) -> str:
+    """The PTX of the module of `kind` of `op` for sm_90 (Warp's kernel cache keeps it),
+    at `optimization_level` (None: Warp's own for CUDA, -O3, as a GPU compiles it)."""
+    module = build(op, kind, scalar)
+    wp.set_module_options({"optimization_level": optimization_level}, module=module)
+    (path,) = wp.compile_aot_module(module, arch=ARCH, use_ptx=True)
+    return open(path).read()
 
 
 def compile_all(modules, threads: int | None = None) -> list[str]:
@@ -126,6 +162,34 @@ def test_a_kernel_that_does_not_compile_for_cuda_is_reported():
     assert float(op(wp.array([2.0], dtype=wp.float32)).numpy()[0]) == 2.0
     failure = compile_for_cuda(op, "forward", wp.float32)
     assert failure is not None and failure.startswith("cuda_compile_probe forward float32")
+
+
+def test_the_gpu_sums_broadcast_gradients_in_order_and_stores_results_whole_lines(monkeypatch):
+    """What the GPU's code does, read from its PTX (benchmarks/NOTES.md, 44): the VJP of
+    a broadcast pose sums it in blocks with no atomic add (so the same bits on every run),
+    where the strided runs it replaces add atomically; and a 3x3 result goes through
+    shared memory, to be stored 32 consecutive floats per instruction."""
+    monkeypatch.syspath_prepend(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks.cuda_code import count, entries
+
+    op = xform.OPS["transform_points"]
+    summed = entries(ptx(op, BLOCKS, wp.float32, None))
+    assert {name.split("_")[2] for name in summed} >= {"flatgrid", "grid"}
+    for name, lines in summed.items():
+        counts = count(lines)
+        assert counts["atomics"] == 0, name
+        assert counts["bar"] > 0 and counts["shfl"] > 0, name  # tile_sum's warps and block
+    strided = entries(ptx(op, Product.VJP, wp.float32, None))
+    assert all(count(s)["atomics"] > 0 for n, s in strided.items() if n.startswith("vjp"))
+    stored = entries(ptx(xform.OPS["quaternion_to_matrix"], Product.FORWARD, wp.float32, None))
+    assert len(stored) == 2
+    for name, lines in stored.items():
+        staged = [line.split()[0] for line in lines if line.startswith(("st.", "ld.shared"))]
+        assert "st.shared.f32" in staged and "ld.shared.f32" in staged, name
+        # the staged store: a shared load, then the global store of what it loaded
+        assert any(
+            a == "ld.shared.f32" and b == "st.global.f32" for a, b in zip(staged, staged[1:])
+        ), name
 
 
 def main(argv) -> int:

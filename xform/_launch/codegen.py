@@ -14,7 +14,8 @@ closed form where given, else Warp's adjoint of `<function(x), g>`, through `wp.
 (the same code Warp's own backward pass runs for the function, called in a forward
 kernel). So the launch layer, not Warp's kernel adjoint, decides how gradients land:
 stored where no two launch indices share an element, added where an operand is
-broadcast (into per-thread partial sums on CPU, see `_launch.py`).
+broadcast (into per-thread partial sums on CPU, see `products.py`; on a GPU summed in
+blocks by the kernels of `blocks.py` where the broadcast allows, else added by warps).
 
 **Forward mode** calls an element tangent, `tangent(x_1..x_n, dx_1..dx_n) -> (dy_1..dy_r)`:
 the op's closed form where given, else derived from the element VJP. Warp has no forward
@@ -55,7 +56,7 @@ from .source import (
 )
 
 
-def _signature(op: Op, product: str, grid: str) -> str:
+def signature(op: Op, product: str, grid: str) -> str:
     params = [f"grid: {grid}"]
     for k in range(len(op.operands)):
         params += [f"a{k}: wp.array(dtype=A{k})", f"s{k}: wp.vec4i"]
@@ -112,15 +113,16 @@ def _targets(op: Op, product: str) -> dict[int, tuple[str, str, str, tuple[int, 
 
 def _flush(op: Op, product: str, k: int, index: str, value: str) -> list[str]:
     """Give the array shaped like operand k (`_targets`) the value `value` at `index`:
-    stored where operand k is dense (no other index shares the element), else added (see
-    SHARED_ADD); nothing where the array is not needed (a null array, of length 0)."""
+    stored where operand k is dense (no other index shares the element; through STORE),
+    else added (SHARED_ADD); nothing where the array is not needed (a null array, of
+    length 0)."""
     array = _targets(op, product)[k][0]
     pulled = _gradient(op, k, value) if product == Product.VJP else value
     return [
         f"if {array}.shape[0] > 0:",
         f"    gradient{k} = {pulled}",
         f"    if dense(grid, {k}):",
-        f"        {array}[{index}] = gradient{k}",
+        f"        {_store(f'SS{k}', array, index, f'gradient{k}', op.operands[k].element)}",
         "    else:",
         f"        SA{k}({array}, {index}, gradient{k})",
     ]
@@ -156,7 +158,10 @@ def _compute(op: Op, product: str, group: str = "i / grid.reduce", index: str = 
     if op.scatters:
         return lines
     out = "r" if product == Product.FORWARD else "dr"
-    return lines + [f"{out}{j}[i] = {y}" for j, y in enumerate(ys)]
+    return lines + [
+        _store(f"SR{j}", f"{out}{j}", "i", y, r.element)
+        for j, (y, r) in enumerate(zip(ys, op.results))
+    ]
 
 
 def _reduce_body(op: Op, product: str) -> list[str]:
@@ -292,6 +297,30 @@ def kernels(op: Op, product: str, scalar: type) -> dict:
     cotangents and the operands' gradients."""
     if product != Product.FORWARD and not op.differentiable:
         raise TypeError(f"{op.name} is not differentiable")
+    summing = sums(op, product)
+    if summing:
+        body = _reduce_body(op, product)
+    else:
+        body = _run_body(op, product) if loops_over_runs(op, product) else _simple_body(op, product)
+    source = _sum_partials_source(op) if summing else ""
+    for grid in ("FlatGrid", "Grid"):
+        source += kernel_source(f"{product}_{grid.lower()}", signature(op, product, grid), body)
+    built = compile_module(op, product, scalar, product, source)
+    kernels = {True: built[f"{product}_flatgrid"], False: built[f"{product}_grid"]}
+    if summing:
+        kernels["sum_partials"] = built["sum_partials"]
+    return kernels
+
+
+def kernel_source(name: str, params: str, body: list[str]) -> str:
+    return f"\n\n@wp.kernel(enable_backward=False)\ndef {name}({params}):\n" + "".join(
+        f"    {line}\n" for line in body
+    )
+
+
+def compile_module(op: Op, product: str, scalar: type, part: str, source: str) -> dict:
+    """Build kernels' `source` of `product` of `op` as the Warp module of `part` (the
+    names the kernels use bound, Warp's adjoint prepared where they run it)."""
     namespace: dict[str, Any] = {
         "F": op.function,
         **types(op, scalar),
@@ -302,7 +331,10 @@ def kernels(op: Op, product: str, scalar: type) -> dict:
     if product == Product.VJP:
         namespace["V"] = element_vjp(op, scalar)
     for k in _targets(op, product):  # each stored as operand k's element (a VJP's pulled back)
-        namespace[f"SA{k}"] = _shared_add(op.operands[k].element, scalar)
+        namespace[f"SA{k}"] = _native("shared_add", op.operands[k].element, scalar)
+        namespace[f"SS{k}"] = _native("store", op.operands[k].element, scalar)
+    for j, r in enumerate(op.results):
+        namespace[f"SR{j}"] = _native("store", r.element, scalar)
     for k, o in enumerate(op.operands):
         if o.prepare is not None:
             namespace[f"P{k}"] = o.prepare.function
@@ -310,32 +342,14 @@ def kernels(op: Op, product: str, scalar: type) -> dict:
                 namespace[f"PT{k}"] = element_tangent(o.prepare, scalar)
             if product == Product.VJP:
                 namespace[f"PV{k}"] = element_vjp(o.prepare, scalar)
-    summing = sums(op, product)
-    if summing:
-        body = _reduce_body(op, product)
-    else:
-        body = _run_body(op, product) if loops_over_runs(op, product) else _simple_body(op, product)
-    source = _adjoint_anchor(op, product)
-    if summing:
-        source += _sum_partials_source(op)
-    for grid in ("FlatGrid", "Grid"):
-        source += (
-            "\n\n@wp.kernel(enable_backward=False)\n"
-            f"def {product}_{grid.lower()}({_signature(op, product, grid)}):\n"
-            + "".join(f"    {line}\n" for line in body)
-        )
-    module = module_name(op, product, scalar)
+    module = module_name(op, part, scalar)
     options = {"enable_backward": False}
     if op.max_unroll is not None:
         options["max_unroll"] = op.max_unroll
     wp.set_module_options(options, module=module)
     if product != Product.FORWARD and _adjoint_calls(op, product):
         _differentiates(module)
-    built = build(source, module, namespace)
-    kernels = {True: built[f"{product}_flatgrid"], False: built[f"{product}_grid"]}
-    if summing:
-        kernels["sum_partials"] = built["sum_partials"]
-    return kernels
+    return build(_adjoint_anchor(op, product) + source, module, namespace)
 
 
 def _derives(op: Op, product: str) -> bool:
@@ -406,21 +420,31 @@ def _adjoint_anchor(op: Op, product: str) -> str:
 
 _INDEXING = (
     "Grid", "FlatGrid", "run_bounds", "chunk_bounds", "unravel", "advance", "carries",
-    "element_index", "dense",
+    "element_index", "dense", "one_element",
 )  # fmt: skip
 
 
 @functools.cache
-def _shared_add(element: tuple[int, ...], scalar: type) -> wp.Function:
-    """`shared_add(gradient, index, value)`: `indexing.SHARED_ADD` for one element type."""
-    name = f"shared_add_{scalar.__name__}_{'x'.join(map(str, element)) or 'scalar'}"
+def _native(kind: str, element: tuple[int, ...], scalar: type) -> wp.Function:
+    """`kind(array, index, value)` for one element type: `indexing.SHARED_ADD` ("shared_add",
+    adds into a gradient that lanes share) or `indexing.STORE` ("store")."""
+    name = f"{kind}_{scalar.__name__}_{'x'.join(map(str, element)) or 'scalar'}"
+    parameter = "gradient" if kind == "shared_add" else "array"
     source = (
         f"@wp.func_native(SNIPPET)\n"
-        f"def {name}(gradient: wp.array(dtype=T), index: wp.int32, value: T): ...\n"
+        f"def {name}({parameter}: wp.array(dtype=T), index: wp.int32, value: T): ...\n"
     )
-    snippet = indexing.SHARED_ADD.format(scalar=f"wp::{scalar.__name__}")
+    snippet = getattr(indexing, kind.upper()).format(
+        scalar=f"wp::{scalar.__name__}", warp_bytes=indexing.STORE_WARP_BYTES
+    )
     namespace = {"SNIPPET": snippet, "T": value_type(element, scalar)}
-    return build(source, f"xform_ops.shared_add.{name}", namespace)[name]
+    return build(source, f"xform_ops.{kind}.{name}", namespace)[name]
+
+
+def _store(function: str, array: str, index: str, value: str, element: tuple[int, ...]) -> str:
+    """The line that stores `value` at `index` of `array`: through `function` (STORE), or a
+    plain assignment for a scalar element (32 lanes' scalars are one line already)."""
+    return f"{function}({array}, {index}, {value})" if element else f"{array}[{index}] = {value}"
 
 
 def kernel(op: Op, product: str, scalar: type, flat: bool) -> wp.Kernel:

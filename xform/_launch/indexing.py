@@ -148,6 +148,12 @@ def element_index(coordinates: wp.vec4i, strides: wp.vec4i):
 
 
 @wp.func
+def one_element(strides: wp.vec4i):
+    """Whether an operand with these strides is one element for the whole launch."""
+    return strides[0] == 0 and strides[1] == 0 and strides[2] == 0 and strides[3] == 0
+
+
+@wp.func
 def dense(grid: Any, operand: wp.int32):
     return (grid.dense >> operand) & 1 != 0
 
@@ -173,4 +179,56 @@ SHARED_ADD = """
 #else
     wp::atomic_add(gradient, index, value);
 #endif
+"""
+
+# Bytes of shared memory per warp that STORE stages results through (a warp's 32 3x3
+# float32 matrices fit, with room for the odd pitch below): 10 KB per block of 256.
+STORE_WARP_BYTES = 1280
+
+# A result (or a gradient) stored at its launch index. A thread's element is N scalars,
+# so 32 lanes storing scalar c of their elements write 32 addresses N scalars apart: N
+# store instructions per warp that each touch up to 32 lines of memory, every 32-byte
+# sector written 4 bytes at a time (benchmarks/NOTES.md, 44). On a GPU, where the 32 lanes
+# of a warp store consecutive elements of a contiguous array, they stage them through
+# shared memory instead (a pitch of N | 1 scalars per lane, so that the lanes' writes fall
+# in distinct banks; in passes of as many lanes as STORE_WARP_BYTES holds) and store the
+# warp's contiguous run of 32 N scalars 32 consecutive scalars per instruction: one or two
+# lines each, every sector written whole. Elsewhere (a partial warp, indices that are not
+# consecutive, a CPU) a plain store. Specialised per element type by codegen.py.
+STORE = """
+#if defined(__CUDA_ARCH__)
+    constexpr int N = static_cast<int>(sizeof(value) / sizeof({scalar}));
+    constexpr int PITCH = N | 1;
+    constexpr int FIT = static_cast<int>({warp_bytes} / (PITCH * sizeof({scalar})));
+    constexpr int LANES = FIT < 1 ? 1 : (FIT > 32 ? 32 : FIT);
+    __shared__ {scalar} stage[(WP_TILE_BLOCK_DIM / 32) * LANES * PITCH];
+    if (__activemask() == 0xffffffffu && (threadIdx.x | 31) < WP_TILE_BLOCK_DIM) {{
+        const int lane = static_cast<int>(threadIdx.x & 31);
+        const int first = __shfl_sync(0xffffffffu, index, 0);
+        const bool contiguous = array.strides[0] == static_cast<int>(sizeof(value));
+        if (__all_sync(0xffffffffu, index == first + lane && contiguous)) {{
+            {scalar}* buffer = stage + (threadIdx.x >> 5) * LANES * PITCH;
+            {scalar}* out = reinterpret_cast<{scalar}*>(array.data) + size_t(first) * N;
+            const {scalar}* mine = reinterpret_cast<const {scalar}*>(&value);
+#pragma unroll 1
+            for (int group = 0; group < 32; group += LANES) {{
+                const int slot = lane - group;
+                if (slot >= 0 && slot < LANES) {{
+#pragma unroll
+                    for (int c = 0; c < N; ++c)
+                        buffer[slot * PITCH + c] = mine[c];
+                }}
+                __syncwarp();
+                const int count = (32 - group < LANES ? 32 - group : LANES) * N;
+                for (int p = lane; p < count; p += 32) {{
+                    const int e = p / N;
+                    out[group * N + p] = buffer[e * PITCH + (p - e * N)];
+                }}
+                __syncwarp();
+            }}
+            return;
+        }}
+    }}
+#endif
+    wp::array_store(array, index, value);
 """

@@ -10,9 +10,9 @@ from typing import Any
 import warp as wp
 
 from .._op import Op, Product
-from . import codegen, indexing
+from . import blocks, codegen, indexing
 from .layout import sums
-from .tiling import Tile, chunk, chunks, launches_as_cpu, on_gpu_route, run_shape
+from .tiling import SUM_BLOCK, Tile, chunk, chunks, launches_as_cpu, on_gpu_route, run_shape
 from .warp_abi import Reusable
 
 _local = threading.local()
@@ -41,11 +41,17 @@ def record(op: Op, product: Product, scalar: type, device: str, tile: Tile) -> w
     grid.dense = tile.dense
     grid.reduce = max(tile.reduce, 1)
     dim = -(-tile.count // grid.run) if grid.step == 1 else grid.step
+    block_dim = None
     if sums(op, product):  # a thread per chunk of each result element's summands
         grid.run = chunk(tile.reduce)
         grid.chunks = chunks(tile.reduce)
         grid.first_chunk = tile.first_chunk
         dim = tile.chunks
+    if tile.blocks:  # a block per chunk of each broadcast element's summands (blocks.py)
+        grid.reduce = tile.grid[0]
+        grid.run, grid.chunks = tile.blocks
+        block_dim = SUM_BLOCK
+        dim = (tile.count // grid.reduce * grid.chunks, SUM_BLOCK)
     inputs: list[Any] = [grid]
     for strides in tile.strides:
         inputs += [None, _vec4(strides, 0)]
@@ -54,13 +60,15 @@ def record(op: Op, product: Product, scalar: type, device: str, tile: Tile) -> w
     forward = product == Product.FORWARD
     inputs += [None] * (len(op.results) + (0 if forward else len(op.operands)))
     try:
-        return wp.launch(
-            codegen.kernel(op, product, scalar, flat),
-            dim=dim,
-            inputs=inputs,
-            device=device,
-            record_cmd=True,
-        )
+        if tile.blocks:
+            kernel = blocks.kernels(op, scalar)[flat]
+        else:
+            kernel = codegen.kernel(op, product, scalar, flat)
+        with blocks.cpu_blocks(device, block_dim):
+            return wp.launch(
+                kernel, dim=dim, inputs=inputs, device=device, block_dim=block_dim,
+                record_cmd=True,
+            )  # fmt: skip
     except Exception as exc:  # Warp generating or compiling the kernel (first use only)
         operands = ", ".join(f"{o.name} {o.value_element}" for o in op.operands)
         results = ", ".join(f"{r.name} {r.element}" for r in op.results)
@@ -81,7 +89,8 @@ def reusable(op: Op, product: Product, scalar: type, device: str, tile: Tile) ->
     # Not the tile's offsets: its array parameters carry them (one launch serves every
     # tile of a deep grid's outer loop).
     key = (op, product, scalar, device, tile.grid, tile.strides, tile.count, tile.dense,
-           tile.reduce, tile.first_chunk, tile.chunks, on_gpu_route())  # fmt: skip
+           tile.reduce, tile.first_chunk, tile.chunks, tile.blocks,
+           on_gpu_route())  # fmt: skip
     launch = cache.get(key)
     if launch is not None:
         cache.move_to_end(key)
@@ -95,19 +104,24 @@ def reusable(op: Op, product: Product, scalar: type, device: str, tile: Tile) ->
 
 
 def sum_chunks(op: Op, product: Product, scalar: type, device: str) -> wp.Launch:
-    """This thread's recorded launch of the kernel that adds each result element's partial
-    sums, in order (`codegen`'s `sum_partials`), its parameters unset."""
+    """This thread's recorded launch of the kernel that adds each element's partial sums,
+    in order, its parameters unset: a result's (`codegen`'s `sum_partials`, a thread per
+    element), or a VJP's broadcast gradient's (`blocks`', a block per element)."""
     cache = getattr(_local, "sums", None)
     if cache is None:
         cache = _local.sums = {}
-    key = (op, product, scalar, device)
+    key = (op, product, scalar, device, on_gpu_route())
     launch = cache.get(key)
     if launch is None:
-        kernel = codegen.kernels(op, product, scalar)["sum_partials"]
-        arrays = [None] * (2 * len(op.results))
-        with record_lock:
+        if product == Product.VJP:
+            kernel = blocks.kernels(op, scalar)["sum_partials"]
+            dim, block_dim, arrays = (1, SUM_BLOCK), SUM_BLOCK, [None] * (2 * len(op.operands))
+        else:
+            kernel = codegen.kernels(op, product, scalar)["sum_partials"]
+            dim, block_dim, arrays = 1, None, [None] * (2 * len(op.results))
+        with record_lock, blocks.cpu_blocks(device, block_dim):
             launch = cache[key] = wp.launch(
-                kernel, dim=1, inputs=[indexing.FlatGrid(), *arrays], device=device,
-                record_cmd=True,
+                kernel, dim=dim, inputs=[indexing.FlatGrid(), *arrays], device=device,
+                block_dim=block_dim, record_cmd=True,
             )  # fmt: skip
     return launch

@@ -18,7 +18,15 @@ from . import indexing, repeats
 from .buffers import Buffer, Operands, checked_like
 from .layout import sums
 from .steps import AddParts, Array, Launch, PartialSums, Step, SumChunks, execute
-from .tiling import chunks, dense_operands, partial_shapes, parts, product_tiles, tiles
+from .tiling import (
+    block_partials,
+    chunks,
+    dense_operands,
+    partial_shapes,
+    parts,
+    product_tiles,
+    tiles,
+)
 
 # allocate(shape, scalar_type, device) -> (the caller's array, pointer to its memory)
 Allocator = Callable[[tuple[int, ...], type, str], tuple[Any, int]]
@@ -80,14 +88,19 @@ def _product_steps(
     return [_launch(operands, product, arrays, split), adding]
 
 
-def _scattered_steps(operands: Operands, product: Product, arrays, outputs) -> list[Step]:
+def _scattered_steps(
+    operands: Operands, product: Product, arrays, outputs, allocate: Allocator | None = None
+) -> list[Step]:
     """The steps of `product`, given every array parameter but `outputs`: (parameter index,
     Buffer, operand k) for each array the kernel adds into in operand k's shape
     (`Op.scattered`; a null Buffer pointer where not needed). On CPU, split over the
-    thread pool, with partial sums per tile for the arrays that every tile adds into."""
+    thread pool, with partial sums per tile for the arrays that every tile adds into; a GPU
+    VJP summed in blocks over several chunks per element (`tiling.summed_in_blocks`) writes
+    partial sums (arrays from `allocate`) that a last step adds into the gradients."""
     # Deep grids loop over overlapping outer tiles: they stay on one thread.
     deep = len(operands.plan.grid) > indexing.MAX_GRID_DIMS
     split = 1 if deep else parts(operands)
+    tiled = product_tiles(operands, product, split)
     partials, count = {}, len(tiles(operands.plan, split))
     if split > 1 and count > 1:
         partials = {
@@ -96,12 +109,45 @@ def _scattered_steps(operands: Operands, product: Product, arrays, outputs) -> l
             if buffer.ptr and operands.plan.strides[k][0] == 0
         }
     element = [o.element for o in operands.op.operands]
+    chunked, adding = _chunk_sums(operands, tiled, outputs, allocate)
     arrays = arrays + [
         Array(index, partials.get(k, buffer.ptr), element[k],
               _elements(buffer.shape, element[k]) if buffer.ptr else 0, k)
+        if k not in chunked
+        else Array(index, chunked[k][0], element[k], chunked[k][1], None)
         for index, buffer, k in outputs
     ]  # fmt: skip
-    return [_launch(operands, product, arrays, split), *map(AddParts, partials.values())]
+    launch = Launch(operands.op, product, operands.scalar, operands.device, tiled,
+                    tuple(arrays), split > 1)  # fmt: skip
+    return [launch, *map(AddParts, partials.values()), *adding]
+
+
+def _chunk_sums(operands: Operands, tiled, outputs, allocate):
+    """For a GPU VJP summed in blocks whose broadcast gradients add up partial sums
+    (`tiling.block_partials`): each such gradient's partial sums (allocated here), by
+    operand, as (pointer, count), and the steps that add them into the gradients, one per
+    layout of partial sums; ({}, []) otherwise."""
+    needed = {k: bool(buffer.ptr) for _, buffer, k in outputs}
+    if len(tiled) != 1 or not needed:
+        return {}, []
+    op, n = operands.op, len(operands.op.operands)
+    summing = block_partials(op, tiled[0], [needed.get(k, False) for k in range(n)])
+    made = {
+        k: allocate((count * per, *op.operands[k].element), operands.scalar, operands.device)
+        for k, count, per in summing
+    }
+    gradients = {k: buffer.ptr for _, buffer, k in outputs}
+    steps = []
+    for count, per in dict.fromkeys((count, per) for _, count, per in summing):
+        ks = [k for k, c, p in summing if (c, p) == (count, per)]
+        steps.append(
+            SumChunks(op, Product.VJP, operands.scalar, operands.device, count, per,
+                      tuple(made[k][1] if k in ks else 0 for k in range(n)),
+                      tuple(gradients[k] if k in ks else 0 for k in range(n)),
+                      owners=tuple(made[k][0] for k in ks))
+        )  # fmt: skip
+    totals = {k: count * per for k, count, per in summing}
+    return {k: (made[k][1], totals[k]) for k in made}, steps
 
 
 def _scattering(operands: Operands, product: Product, arrays, first: int, allocate,
@@ -206,7 +252,7 @@ def vjp(
             else (first + k, Buffer(g[1], shape, "", operands.device, g[0]), k)
             for k, (g, shape) in enumerate(zip(grads, operands.shapes))
         ]
-        steps = _scattered_steps(operands, Product.VJP, arrays, outputs)
+        steps = _scattered_steps(operands, Product.VJP, arrays, outputs, allocate or allocate_zeros)
         execute(steps)
         if repeat_key is not None and all(g is not None for g in cotangents):
             repeats.remember(op, Product.VJP, repeat_key, steps, made)

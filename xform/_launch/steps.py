@@ -105,17 +105,21 @@ def set_arrays(launch, step: Launch, k: int, bases: dict) -> None:
 
 
 def set_sum_arrays(launch, step: SumChunks) -> None:
-    """Point a `sum_chunks` launch at a SumChunks step's partial sums and results."""
+    """Point a `sum_chunks` launch at a SumChunks step's partial sums and results (a VJP's:
+    a block per element, an array per operand)."""
     grid = indexing.FlatGrid()
     grid.size, grid.chunks = step.count, step.chunks
-    launch.set_dim(step.count)
+    vjp = step.product == Product.VJP
+    launch.set_dim((step.count, launch.block_dim) if vjp else step.count)
     launch.set_param_at_index(0, grid)
-    r = len(step.op.results)
+    elements = (
+        [o.element for o in step.op.operands] if vjp else [r.element for r in step.op.results]
+    )
+    r = len(elements)
     for j, ptr in enumerate([*step.partials, *step.results]):
         total = step.count * step.chunks if j < r else step.count
-        element = step.op.results[j % r].element
         launch.set_param_at_index_from_ctype(
-            1 + j, array_param(ptr, element, step.scalar, 0, total)
+            1 + j, array_param(ptr, elements[j % r], step.scalar, 0, total)
         )
 
 

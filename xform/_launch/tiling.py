@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -24,6 +25,15 @@ PARALLEL_MIN_ELEMENTS = 1 << 15
 # thread's when a VJP sums a shared gradient (see `run_shape`).
 CPU_RUN = 256
 GPU_RUN = 16
+# A GPU VJP whose broadcast operands' gradients are summed in blocks (`blocks.py`): the
+# threads per block, the fewest launch indices a block sums, and about the most blocks a
+# launch spreads its indices over (past that, each block sums more).
+SUM_BLOCK = 256
+SUM_MIN_CHUNK = 4 * SUM_BLOCK
+SUM_BLOCKS = 2048
+# False: those VJPs take strided runs and atomic adds, as before `blocks.py` (for the
+# GPU benchmark's before and after, benchmarks/roofline.py).
+SUM_IN_BLOCKS = True
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,9 @@ class Tile:
     # A launch of some of a sum's chunks (see `summing_tiles`): the first, and how many.
     first_chunk: int = 0
     chunks: int = 0
+    # A GPU VJP summed in blocks (`summed_in_blocks`): (launch indices per chunk, chunks
+    # per element of the broadcast operands); () where it is not.
+    blocks: tuple[int, int] | tuple[()] = ()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -109,10 +122,71 @@ def summing_tiles(plan: LaunchPlan, parts: int) -> tuple[Tile, ...]:
 
 
 def product_tiles(operands: Operands, product: Product, parts: int) -> tuple[Tile, ...]:
-    """The tiles of `product`'s launch (a sum over no summands launches none)."""
+    """The tiles of `product`'s launch (a sum over no summands launches none); a GPU VJP's
+    one tile marked where its broadcast gradients are summed in blocks."""
     if sums(operands.op, product):
         return summing_tiles(operands.plan, parts)
-    return tiles(operands.plan, parts)
+    return _in_blocks(operands.op, product, operands.device, tiles(operands.plan, parts))
+
+
+def _in_blocks(op: Op, product: Product, device: str, made: tuple[Tile, ...]):
+    if len(made) == 1:
+        blocks = summed_in_blocks(op, product, device, made[0])
+        if blocks:
+            return (dataclasses.replace(made[0], blocks=blocks),)
+    return made
+
+
+def summed_in_blocks(op: Op, product: Product, device: str, tile: Tile) -> tuple:
+    """(launch indices per chunk, chunks per element) where a GPU VJP sums its broadcast
+    operands' gradients in blocks (`blocks.py`), else (): an op that neither sums over
+    groups nor scatters, whose every broadcast differentiable operand is one element for
+    the whole launch, or is broadcast along the innermost launch dimension only and walks
+    the others contiguously (each of its elements sums one run of launch indices, its
+    elements in launch order). The chunks: SUM_MIN_CHUNK indices at the least, more where
+    the launch would otherwise take more than about SUM_BLOCKS blocks, and one per
+    element where an element's summands (the innermost dimension) fit in one."""
+    if product != Product.VJP or op.reduced or op.scatters or launches_as_cpu(device):
+        return ()
+    if not SUM_IN_BLOCKS:
+        return ()
+    shared = [k for k in scattered(op, product) if not tile.dense >> k & 1]
+    if not shared or not tile.grid or not tile.count:
+        return ()
+    for k in shared:
+        strides = tile.strides[k]
+        outer = [(extent, stride) for extent, stride in zip(tile.grid[1:], strides[1:])]
+        contiguous = list(itertools.accumulate([1] + [extent for extent, _ in outer]))
+        if any(strides) and (
+            strides[0] != 0
+            or any(e > 1 and s != c for (e, s), c in zip(outer, contiguous))
+        ):  # fmt: skip
+            return ()
+    summands = tile.grid[0]
+    chunk = max(SUM_MIN_CHUNK, -(-tile.count // (SUM_BLOCKS * SUM_BLOCK)) * SUM_BLOCK)
+    if chunk >= summands:
+        return (summands, 1)
+    return (chunk, -(-summands // chunk))
+
+
+def block_partials(op: Op, tile: Tile, needed=()) -> list[tuple[int, int, int]]:
+    """(operand k, elements, partial sums per element) for each `needed` (all where not
+    given) broadcast gradient that a VJP summed in blocks (`summed_in_blocks`) adds up
+    from partial sums: one per chunk where an element's summands span several chunks,
+    and one per block of the launch for an operand that is one element for a launch of
+    several elements."""
+    if not tile.blocks:
+        return []
+    elements, chunks_per_element = tile.count // tile.grid[0], tile.blocks[1]
+    made = []
+    for k in scattered(op, Product.VJP):
+        if (needed and not needed[k]) or tile.dense >> k & 1:
+            continue
+        if elements > 1 and not any(tile.strides[k]):
+            made.append((k, 1, elements * chunks_per_element))
+        elif chunks_per_element > 1:
+            made.append((k, elements, chunks_per_element))
+    return made
 
 
 _gpu_route = [False]
@@ -163,12 +237,25 @@ def chunks(reduce: int) -> int:
     return -(-reduce // chunk(reduce))
 
 
-def scratch_shapes(op: Op, product: Product, shapes, prefix: int = 0) -> list[tuple[int, ...]]:
-    """The partial sums that `product` of an op that sums over groups allocates, after its
-    results and through the same allocator (an FFI caller provides them as outputs)."""
-    if not sums(op, product):
+def scratch_shapes(
+    op: Op, product: Product, shapes, prefix: int = 0, needed=(), device: str = "cpu"
+) -> list[tuple[int, ...]]:
+    """The partial sums that `product` allocates after its results, through the same
+    allocator (an FFI caller provides them as outputs): an op that sums over groups', one
+    array per result; a GPU VJP's summed in blocks (`block_partials`), one array per
+    `needed` broadcast operand that sums partial sums."""
+    if sums(op, product):
+        return partial_shapes(op, cached_plan(op, tuple(map(tuple, shapes)), prefix))
+    if product != Product.VJP or launches_as_cpu(device):
         return []
-    return partial_shapes(op, cached_plan(op, tuple(map(tuple, shapes)), prefix))
+    plan = cached_plan(op, tuple(map(tuple, shapes)), prefix)
+    if not plan.size or len(plan.grid) > indexing.MAX_GRID_DIMS:
+        return []
+    (tile,) = _in_blocks(op, product, device, tiles(plan, 1))
+    return [
+        (elements * chunks_per_element, *op.operands[k].element)
+        for k, elements, chunks_per_element in block_partials(op, tile, needed)
+    ]
 
 
 def partial_shapes(op: Op, plan: LaunchPlan) -> list[tuple[int, ...]]:

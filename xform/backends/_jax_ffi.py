@@ -18,7 +18,7 @@ import warp as wp
 
 from xform import _launch
 from xform._launch.runner import run_product
-from xform._op import Op, Product
+from xform._op import Op
 
 from . import jax_native
 
@@ -31,7 +31,7 @@ def _callback(op: Op, product: str, prefix: int, needed: tuple[bool, ...], scala
     inputs then outputs). Warp has no 0-d arrays: the inputs that `scalars` flags (one
     flag per input) arrive as one element and are read as 0-d."""
     run = run_product(op, product, prefix, needed)
-    count = _result_count(op, product, needed)
+    count = len(scalars)  # the inputs: the outputs (with any partial sums) follow
 
     def callback(*arrays):
         try:
@@ -39,9 +39,9 @@ def _callback(op: Op, product: str, prefix: int, needed: tuple[bool, ...], scala
                 _launch.buffers.Buffer(a.ptr or 0, (), a.dtype.__name__, str(a.device), a)
                 if scalars[k]
                 else a
-                for k, a in enumerate(arrays[: len(arrays) - count])
+                for k, a in enumerate(arrays[:count])
             ]
-            run(inputs, [(a.ptr, a.zero_) for a in arrays[-count:]])
+            run(inputs, [(a.ptr, a.zero_) for a in arrays[count:]])
         except BaseException as exc:  # Warp's FFI wrapper turns Exceptions into XLA errors
             raise RuntimeError(f"xform.{op.name} ({product}): {_described(exc)}") from None
 
@@ -132,14 +132,6 @@ def _guarded(op: Op, product: str, prefix: int, needed: tuple[bool, ...]) -> int
     return ctypes.cast(guarded, ctypes.c_void_p).value
 
 
-def _result_count(op: Op, product: str, needed) -> int:
-    """The outputs of an FFI call: the product's results, and partial sums per result of
-    an op that sums over groups (see `_run`)."""
-    if product == Product.VJP:
-        return sum(needed)
-    return len(op.results) * (2 if op.reduced else 1)
-
-
 @functools.cache
 def ffi_callable(run, name: str, signature: tuple, num_outputs: int, vmap_method=None):
     """`make_ffi_callable`, made once per op product (a bounded set: `run` is one of
@@ -191,11 +183,17 @@ def _run(op: Op, product: str, prefix: int, needed, inputs, out_shapes, cpu=Fals
         x.size == 0 for x in inputs[: len(op.operands)]
     ):  # nothing to compute, or sums over no summands
         return [jnp.zeros(shape, dtype) for shape in out_shapes]
-    # An op that sums over groups takes its partial sums as further outputs, dropped here:
-    # XLA owns their memory, in order on its stream.
+    # An op that sums over groups, and a GPU VJP summed in blocks over chunks, take their
+    # partial sums as further outputs, dropped here: XLA owns their memory, in order on
+    # its stream.
     count = len(out_shapes)
     operand_shapes = [x.shape for x in inputs[: len(op.operands)]]
-    out_shapes = [*out_shapes, *_launch.tiling.scratch_shapes(op, product, operand_shapes, prefix)]
+    out_shapes = [
+        *out_shapes,
+        *_launch.tiling.scratch_shapes(
+            op, product, operand_shapes, prefix, needed, "cpu" if cpu else "cuda:0"
+        ),
+    ]
     results = [jax.ShapeDtypeStruct(shape, dtype) for shape in out_shapes]
     native = jax_native.library() if cpu else jax_native.cuda_library()
     if native is not None:  # a program of the launches, run with no Python per call

@@ -488,7 +488,8 @@ def _check_case(library, op, product, shapes, dtype, rng, device="cpu") -> None:
         out_shapes = [tuple(s) for s, need in zip(shapes, needed) if need]
     else:
         out_shapes = list(results)
-    out_shapes += [tuple(s) for s in _launch.tiling.scratch_shapes(op, product, shapes)]
+    scratch = _launch.tiling.scratch_shapes(op, product, shapes, 0, needed, device)
+    out_shapes += [tuple(s) for s in scratch]
     shapes_in = tuple(tuple(x.shape) for x in inputs)
     compiled = program(
         op, product, 0, needed, shapes_in, tuple(out_shapes), np.dtype(dtype), device
