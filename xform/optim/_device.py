@@ -237,15 +237,7 @@ def _check_residuals(costs, parts) -> None:
         finite = np.isfinite(values).all(-1)
         if not finite.all():
             problem_index, instance = (int(i) for i in np.argwhere(~finite)[0])
-            variables = ", ".join(
-                f"{sel.variables.name}[{int(idx[instance])}]"
-                for sel, idx in zip(cost.selections, cost.instance_indices)
-            )
-            raise ValueError(
-                f"xform.optim.solve: cost {cost.name!r} has a non-finite residual at the "
-                f"initial values (instance {instance}, of {variables}): "
-                f"{values[problem_index, instance]}"
-            )
+            raise cost.non_finite_residual(instance, values[problem_index, instance])
 
 
 # --- the solve -------------------------------------------------------------------------------

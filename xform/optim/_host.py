@@ -244,14 +244,7 @@ def _check_initial(costs, residuals) -> None:
         finite = np.isfinite(r).all(axis=-1)
         if not finite.all():
             bad = int(np.flatnonzero(~finite)[0])
-            variables = ", ".join(
-                f"{sel.variables.name}[{int(idx[bad])}]"
-                for sel, idx in zip(c.selections, c.instance_indices)
-            )
-            raise ValueError(
-                f"xform.optim.solve: cost {c.name!r} has a non-finite residual at the initial "
-                f"values (instance {bad}, of {variables}): {r[bad]}"
-            )
+            raise c.non_finite_residual(bad, r[bad])
 
 
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:

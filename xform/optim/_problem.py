@@ -158,6 +158,18 @@ class Cost:
     count: int
     instance_indices: list[np.ndarray] = field(default_factory=list)  # (count,) per slot
 
+    def non_finite_residual(self, instance: int, residual) -> ValueError:
+        """The error for a non-finite `residual` of `instance` at the initial values, naming
+        the variables the instance joins."""
+        variables = ", ".join(
+            f"{sel.variables.name}[{int(idx[instance])}]"
+            for sel, idx in zip(self.selections, self.instance_indices)
+        )
+        return ValueError(
+            f"xform.optim.solve: cost {self.name!r} has a non-finite residual at the initial "
+            f"values (instance {instance}, of {variables}): {residual}"
+        )
+
 
 class Problem:
     """Variables, costs and fixed variables of a nonlinear least-squares problem.
