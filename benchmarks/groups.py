@@ -30,7 +30,7 @@ import torch
 import xform
 import xform.backends.jax as xj
 import xform.backends.torch as xt
-from benchmarks.run import machine
+from benchmarks.report import machine
 
 CASES = ("A @ B", "T @ points", "T.log()", "SE3.exp(xi)")
 

@@ -91,7 +91,8 @@ def main(argv=None) -> list[dict]:
     if device != "cpu":  # read at the first call: before any op is traced
         os.environ.setdefault("XFORM_JAX_CUDA", "native")
 
-    from benchmarks.run import format_loop, loop_rows, machine, recorded_at
+    from benchmarks.report import format_loop, machine, recorded_at
+    from benchmarks.run import loop_rows
     from xform.backends import jax_native
 
     native = jax_native.library() if device == "cpu" else jax_native.cuda_library()

@@ -39,7 +39,8 @@ import torch
 
 import xform
 from benchmarks.peers import jnp_forward_kinematics
-from benchmarks.run import jax_runner, machine, median_time, torch_runner
+from benchmarks.report import machine
+from benchmarks.run import jax_runner, median_time, torch_runner
 
 SIZES = [1, 100, 10_000, 1_000_000]
 MODES = ["forward", "forward+backward"]

@@ -39,7 +39,8 @@ import warp as wp
 import xform
 import xform.backends.torch as xt
 from benchmarks.acceptance import PEAK
-from benchmarks.run import machine, median_time, recorded_at
+from benchmarks.report import machine, recorded_at
+from benchmarks.run import median_time
 from xform import _launch
 
 ELEMENTS = (3, 4, 7, 9, 16)
