@@ -443,21 +443,26 @@ def test_a_batch_of_problems_shards_across_eight_devices():
 # --- the examples on `--device cpu` -------------------------------------------------------
 
 
+SMALL_GRID = str(ROOT / "data" / "pose_graphs" / "smallGrid3D.g2o")
+
+
 @pytest.mark.parametrize(
-    "arguments",
+    ("arguments", "framework"),
     [
-        ["pose_graph.py", str(ROOT / "data" / "pose_graphs" / "smallGrid3D.g2o")],
-        ["pose_graph.py", str(ROOT / "data" / "pose_graphs" / "smallGrid3D.g2o"), "--solver",
-         "cholesky"],
-        ["bundle_adjustment.py", "DUBROVNIK", "--iterations", "8"],
-        ["inverse_kinematics.py", "--targets", "20"],
+        (["pose_graph.py", SMALL_GRID], "torch"),
+        (["pose_graph.py", SMALL_GRID, "--solver", "cholesky"], "torch"),
+        (["pose_graph.py", SMALL_GRID, "--solver", "cholesky"], "jax"),
+        (["bundle_adjustment.py", "DUBROVNIK", "--iterations", "8"], "jax"),
+        (["inverse_kinematics.py", "--targets", "20"], "torch"),
     ],
-    ids=["pose_graph", "pose_graph_device_solver", "bundle_adjustment", "inverse_kinematics"],
+    ids=["pose_graph-torch", "pose_graph_device_solver-torch", "pose_graph_device_solver-jax",
+         "bundle_adjustment-jax", "inverse_kinematics-torch"],  # fmt: skip
 )
-@pytest.mark.parametrize("framework", ["torch", "jax"])
 def test_the_examples_take_a_device(arguments, framework):
     """Each example with `--device cpu` (the flag a GPU's run takes as `--device cuda`)
-    runs to its final line; the pose graph also through the device back end's solver."""
+    runs to its final line; the pose graph also through the device back end's solver, in
+    both frameworks (the flag is parsed by the same code in either; tests/test_examples.py
+    runs each example's default)."""
     if arguments[1] == "DUBROVNIK":
         gtsam = pytest.importorskip("gtsam")
         arguments = [arguments[0], gtsam.findExampleDataFile("dubrovnik-3-7-pre.txt"),
