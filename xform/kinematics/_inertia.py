@@ -135,15 +135,13 @@ def _link_inertia(link: ET.Element, physical: bool = True) -> tuple[np.ndarray, 
     moments = np.linalg.eigvalsh(tensor)
     slack = RELATIVE_SLACK * max(abs(moments).max(), 0.0) + ABSOLUTE_SLACK
     listed = f"ixx={xx:g} iyy={yy:g} izz={zz:g} ixy={xy:g} ixz={xz:g} iyz={yz:g}"
-    if not physical:
-        pass
-    elif moments[0] < -slack:
+    if physical and moments[0] < -slack:
         problems.append(
             f"link '{name}': the inertia ({listed}) is not positive semi-definite (principal "
             f"moments {moments[0]:.6g}, {moments[1]:.6g}, {moments[2]:.6g}); "
             f"{AS_WRITTEN}"
         )
-    elif moments[0] + moments[1] < moments[2] - slack:
+    elif physical and moments[0] + moments[1] < moments[2] - slack:
         problems.append(
             f"link '{name}': the inertia ({listed}) breaks the triangle inequality: its "
             f"principal moments {moments[0]:.6g} + {moments[1]:.6g} < {moments[2]:.6g}, "
