@@ -50,7 +50,7 @@ def cudss_solve(matrix: BlockMatrix, rhs):
         a = torch.sparse_csr_tensor(pointers, cols, values[k].contiguous(),
                                     size=(matrix.pattern.size,) * 2)  # fmt: skip
         b = rhs[k].contiguous()
-        solver = _SOLVERS.get((id(matrix.pattern), rhs.device))
+        solver = _SOLVERS.get((id(matrix.pattern), rhs.device), (None, None))[1]
         if solver is None:
             options = advanced.DirectSolverOptions(
                 sparse_system_type=advanced.DirectSolverMatrixType.SPD,
@@ -58,7 +58,7 @@ def cudss_solve(matrix: BlockMatrix, rhs):
             )
             solver = advanced.DirectSolver(a, b, options=options)
             solver.plan()
-            _SOLVERS[(id(matrix.pattern), rhs.device)] = solver
+            _SOLVERS[(id(matrix.pattern), rhs.device)] = (matrix.pattern, solver)
         else:
             solver.reset_operands(a=a, b=b)
         solver.factorize()
@@ -66,6 +66,8 @@ def cudss_solve(matrix: BlockMatrix, rhs):
     return torch.stack(solutions)
 
 
+# By the pattern's id, each entry holding its pattern: kept alive, no other pattern can
+# take its id
 _SOLVERS: dict = {}
 _LAYOUTS: dict = {}
 
@@ -76,8 +78,8 @@ def _layout(pattern: BlockPattern, device):
     key = (id(pattern), device)
     if key not in _LAYOUTS:
         pointers, cols, order = csr_layout(pattern)
-        _LAYOUTS[key] = tuple(
+        _LAYOUTS[key] = pattern, tuple(
             torch.from_numpy(a.astype(np.int32 if a is not order else np.int64)).to(device)
             for a in (pointers, cols, order)
         )
-    return _LAYOUTS[key]
+    return _LAYOUTS[key][1]

@@ -86,10 +86,14 @@ class Schur:
         b_bsr = b.tobsr(blocksize=(k, d)) if k > 1 else b
         y = b_bsr @ c_bsr  # B C^-1
         product = (y @ b_bsr.T).tocoo()
-        key = (len(product.row), product.row[:8].tobytes(), product.col[-8:].tobytes())
-        if key != self._product_key:
+        # SciPy's product may leave out entries that come out zero: the slots are found
+        # again whenever its pattern differs, in any entry, from the last one's
+        key = self._product_key
+        if key is None or not (
+            np.array_equal(key[0], product.row) and np.array_equal(key[1], product.col)
+        ):
             self._product_slots = self.s_pattern.slots(product.row, product.col)
-            self._product_key = key
+            self._product_key = (product.row, product.col)
         s_values = self.s_pattern.assemble(
             np.concatenate([self.a_slots, self._product_slots]),
             np.concatenate([values[self.a_where], -product.data]),
