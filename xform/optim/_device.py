@@ -31,10 +31,6 @@ DENSE_BYTES = 1 << 30  # and up to 1 GB of dense matrices for a whole batch
 SOLVERS = ("cholesky", "cudss", "pcg")
 
 
-def _dtype_name(array) -> str:
-    return str(array.dtype).removeprefix("torch.")
-
-
 class DeviceSystem:
     """One problem's (or a batch's) normal equations and steps, in its framework."""
 
@@ -94,7 +90,10 @@ class DeviceSystem:
     # --- arrays ---------------------------------------------------------------------------
 
     def zeros(self, shape, kind: str):
-        dtype = _dtype_name(self.like) if kind == "float" else self.framework.integer
+        if kind == "float":
+            dtype = _frameworks.float_name(self.like.dtype)
+        else:
+            dtype = self.framework.integer
         return self.framework.zeros(shape, dtype, self.like)
 
     def select(self, mask, new, old):
@@ -268,7 +267,7 @@ def solve_on_device(problem: Problem, settings: Settings, eliminate) -> Result:
         values, cost, iterations, status = (outcome.values, outcome.cost,
                                             outcome.iterations, outcome.status)  # fmt: skip
         solves, history = int(outcome.solves), outcome.history
-    converged = _loop.converged(system.xp, status)
+    converged = _loop.converged(status)
     reason = _loop.reason(settings, status)
     if not system.batched:
         values = [_squeeze(v) for v in values]
@@ -297,7 +296,7 @@ def _compiled(system: DeviceSystem, settings: Settings, tables: dict):
         tuple((name, table.shape) for name, table in tables.items()),
         system.batched,
         s.eliminated,
-        _dtype_name(system.like),
+        _frameworks.float_name(system.like.dtype),
         (settings.method, settings.max_iterations, settings.relative_decrease,
          settings.step_norm, settings.gradient_norm, settings.damping, system.solver),
     )  # fmt: skip

@@ -225,7 +225,7 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
         solution=outcome.values,
         cost=float(outcome.cost[0]),
         iterations=int(outcome.iterations[0]),
-        converged=bool(_loop.converged(np, outcome.status)[0]),
+        converged=bool(_loop.converged(outcome.status)[0]),
         reason=_loop.reason(settings, outcome.status),
         history=[float(h[0]) for h in outcome.history],
         timings=timings,

@@ -170,7 +170,8 @@ class Backward:
             v = gather(values[s.set_index], i, self.batched)
             lead = tuple(v.shape) if isinstance(v, LieGroup) else tuple(v.shape[:-1])
             like = _arrays(v)[0]
-            out.append(self.framework.zeros((*lead, s.tangent_dim), _dtype(like), like))
+            dtype = _frameworks.float_name(like.dtype)
+            out.append(self.framework.zeros((*lead, s.tangent_dim), dtype, like))
         return out
 
     def hessian_blocks(self, values, data_per_cost):
@@ -272,10 +273,10 @@ class Backward:
         like = _arrays(self.solution[0])[0]
         batch = like.shape[0] if self.batched else 1
         n = self.layout.size
-        v = framework.zeros((batch, n + 1), _dtype(like), like)
+        v = framework.zeros((batch, n + 1), _frameworks.float_name(like.dtype), like)
         for s, value, cot in zip(self.problem.variable_sets, self.solution, cotangents):
             lead = tuple(value.shape) if isinstance(value, LieGroup) else tuple(value.shape[:-1])
-            zero = framework.zeros((*lead, s.tangent_dim), _dtype(like), like)
+            zero = framework.zeros((*lead, s.tangent_dim), _frameworks.float_name(like.dtype), like)
 
             def fields(delta, value=value):
                 return tuple(_arrays(manifold.rplus(value, delta)))
@@ -352,10 +353,6 @@ class Backward:
                 out.append(self.xp.where(keep, total, 0.0 * total))
             position += len(cot)
         return out
-
-
-def _dtype(array) -> str:
-    return _frameworks.float_name(array.dtype)
 
 
 def _on_cpu(array) -> bool:

@@ -256,7 +256,7 @@ def reason(settings: Settings, status) -> str:
     return "; ".join(f"{text}: {count}/{len(codes)}" for text, count in counts.items())
 
 
-def converged(xp, status):
+def converged(status):
     """Per problem: stopped by a convergence rule, not by a limit."""
     done = status == CONVERGED[0]
     for code in CONVERGED[1:]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._frameworks import Framework
+from .._frameworks import Framework, float_name
 from ._blocks import BlockMatrix, BlockPattern, BlockSet, block_pattern
 from ._layout import Layout
 from ._problem import Problem, Variables
@@ -110,7 +110,8 @@ class NormalStructure:
             parts = self.parts.get(key)
             si, sj = self.pattern.sets[key[0]], self.pattern.sets[key[1]]
             if not parts:  # diagonal blocks of variables no cost reads
-                blocks[key] = framework.zeros((batch, count, si.dim, sj.dim), _name(like), like)
+                shape = (batch, count, si.dim, sj.dim)
+                blocks[key] = framework.zeros(shape, float_name(like.dtype), like)
                 continue
             values = _joined(framework, [products[p.cost][:, :, p.a, p.b] for p, _ in parts])
             place = tables[f"places {key[0]} {key[1]}"]
@@ -121,7 +122,7 @@ class NormalStructure:
         g = []
         for i, s in enumerate(self.pattern.sets):
             if not self.gradients[i]:
-                g.append(framework.zeros((batch, s.count * s.dim), _name(like), like))
+                g.append(framework.zeros((batch, s.count * s.dim), float_name(like.dtype), like))
                 continue
             values = _joined(framework, [gradients[c][:, :, a] for c, a, _ in self.gradients[i]])
             total = framework.segment_sum(values, tables[f"gradient {i}"], s.count + 1)
@@ -131,10 +132,6 @@ class NormalStructure:
 
 def _joined(framework: Framework, arrays: list):
     return arrays[0] if len(arrays) == 1 else framework.concatenate(arrays, 1)
-
-
-def _name(array) -> str:
-    return str(array.dtype).removeprefix("torch.")
 
 
 def reduced_pattern(pattern: BlockPattern, eliminated: int):

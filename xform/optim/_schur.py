@@ -38,7 +38,7 @@ class Schur:
         for key, class_ in s.pattern.classes.items():
             si, sj = s.pattern.sets[key[0]], s.pattern.sets[key[1]]
             reduced[key] = framework.zeros(
-                (batch, class_.size + 1, si.dim, sj.dim), framework_dtype(g), g
+                (batch, class_.size + 1, si.dim, sj.dim), float_name(g.dtype), g
             )
         for (i, j), (target, _) in s.a_parts.items():
             reduced[target] = reduced[target] + framework.segment_sum(
@@ -76,5 +76,3 @@ class Schur:
         return framework.concatenate([x_reduced, x_eliminated.reshape(batch, -1)], 1)
 
 
-def framework_dtype(array) -> str:
-    return float_name(array.dtype)
