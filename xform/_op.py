@@ -221,12 +221,14 @@ class Op:
             ]
         )
 
-    def docstring(self, not_differentiable: str, notes: str = "") -> str:
-        """The docstring every framework's function of this op carries."""
-        grads = ", ".join(self.differentiable_operands) or not_differentiable
+    def docstring(self, no_operands: str, notes: str = "") -> str:
+        """The docstring every framework's function of this op carries (`no_operands`: what
+        it says of gradients where no operand is differentiable)."""
         if self.not_differentiable:
             why = self.not_differentiable
             grads = f"none (differentiating raises xform.HigherDerivativeError: {why})"
+        else:
+            grads = ", ".join(self.differentiable_operands) or no_operands
         arguments = "\n".join(f"    {o.name}: {o.expected_shape()}" for o in self.operands)
         results = "\n".join(
             f"    {r.name}: ({', '.join([*r.batch, *map(str, r.element)])})" for r in self.results

@@ -155,7 +155,7 @@ def summed_in_blocks(op: Op, product: Product, device: str, tile: Tile) -> tuple
         return ()
     for k in shared:
         strides = tile.strides[k]
-        outer = [(extent, stride) for extent, stride in zip(tile.grid[1:], strides[1:])]
+        outer = list(zip(tile.grid[1:], strides[1:]))
         contiguous = list(itertools.accumulate([1] + [extent for extent, _ in outer]))
         if any(strides) and (
             strides[0] != 0

@@ -496,6 +496,7 @@ def _check_case(library, op, product, shapes, dtype, rng, device="cpu") -> None:
     )
     if compiled is None:
         raise NativeUnavailable(f"{op.name} {product} could not be recorded")
+    words = compiled[0]  # the program, kept alive by the closures below
     inputs = [wp.array(x, device=device) for x in inputs] if device != "cpu" else inputs
 
     def run(executor):
@@ -517,10 +518,10 @@ def _check_case(library, op, product, shapes, dtype, rng, device="cpu") -> None:
         buffers = [*inputs, *outputs]
         bases = (ctypes.c_void_p * len(buffers))(*map(_address, buffers))
         if device == "cpu":
-            failure = library.run(compiled[0].ctypes.data, bases, len(buffers), None, None)
+            failure = library.run(words.ctypes.data, bases, len(buffers), None, None)
         else:
             stream = wp.get_stream(device).cuda_stream
-            failure = library.run_cuda(compiled[0].ctypes.data, bases, len(buffers), stream)
+            failure = library.run_cuda(words.ctypes.data, bases, len(buffers), stream)
             wp.synchronize_device(device)
         if failure is not None:
             raise NativeUnavailable(failure.decode())
