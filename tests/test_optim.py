@@ -246,7 +246,10 @@ def bundle_problem(framework, cam, pt, observed, poses, intrinsics, world, fix=F
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_schur_complement_matches_the_full_system(rng, framework):
+@pytest.mark.parametrize("solver", ["superlu", "dense", None])
+def test_schur_complement_matches_the_full_system(rng, framework, solver):
+    """The complement formed sparse (a sparse solver named) and dense (the dense Cholesky,
+    which the default takes for 36 reduced unknowns) against the whole system's steps."""
     cam, pt, observed, poses, intrinsics, world = small_bundle(rng)
     start = (
         poses @ SE3.exp(0.01 * rng.normal(size=(4, 6))),
@@ -256,13 +259,88 @@ def test_schur_complement_matches_the_full_system(rng, framework):
     histories = []
     for eliminate in (False, True):
         problem, (c, k, p) = bundle_problem(framework, cam, pt, observed, *start)
-        # a sparse solver named: below 600 unknowns the default skips the complement (one
-        # dense Cholesky is cheaper), which this test is about
         result = optim.solve(
-            problem, eliminate=p if eliminate else None, max_iterations=15, solver="superlu"
-        )
+            problem, eliminate=p if eliminate else None, max_iterations=15,
+            solver="superlu" if not eliminate else solver,
+        )  # fmt: skip
         histories.append(result.history)
     np.testing.assert_allclose(histories[0], histories[1], rtol=1e-7)
+
+
+def test_a_structure_is_set_up_once_per_structure_and_never_stale(rng, monkeypatch):
+    """Solves of one structure (new problems each) share its set-up; a problem with the same
+    sizes but other index arrays or other fixed variables gets its own, and every solve
+    equals one from a fresh set-up."""
+    from xform.optim import _host
+
+    built = []
+    original = _host.Structure
+
+    def counted(*args, **kwargs):
+        built.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(_host, "Structure", counted)
+    monkeypatch.setattr(_host, "_STRUCTURES", _host.Structures())
+    cam, pt, observed, poses, intrinsics, world = small_bundle(rng)
+    start = (poses @ SE3.exp(0.01 * rng.normal(size=(4, 6))), intrinsics,
+             world + 0.05 * rng.normal(size=world.shape))  # fmt: skip
+    shuffled = rng.permutation(len(pt))
+
+    def history(order=slice(None), fix=False, fresh=False):
+        if fresh:
+            monkeypatch.setattr(_host, "_STRUCTURES", _host.Structures())
+        problem, (_, _, p) = bundle_problem(
+            "torch", cam[order], pt[order], observed[order], *start, fix=fix
+        )
+        return optim.solve(problem, eliminate=p, max_iterations=4).history
+
+    first = history()
+    assert history() == first and len(built) == 1
+    for variant in ({"order": shuffled}, {"fix": True}):
+        before = len(built)
+        kept = history(**variant)
+        assert len(built) == before + 1
+        assert kept == history(**variant, fresh=True)
+    monkeypatch.setattr(_host, "_STRUCTURES", _host.Structures())
+    assert history() == first
+
+
+def test_solves_of_one_structure_in_threads_share_no_state(rng):
+    import threading
+
+    cam, pt, observed, poses, intrinsics, world = small_bundle(rng, cameras=6, points=60)
+    starts = [
+        (poses @ SE3.exp(0.01 * rng.normal(size=(6, 6))), intrinsics,
+         world + 0.05 * rng.normal(size=world.shape))
+        for _ in range(4)
+    ]  # fmt: skip
+
+    from bundle_adjustment import reprojection, reprojection_jacobians
+
+    solver = "pardiso" if "pardiso" in available_solvers() else "superlu"  # a stateful one
+
+    def history(start):
+        # closed-form Jacobians: PyTorch's forward AD (torch.func.jvp) keeps its levels
+        # per process, not per thread
+        problem = optim.Problem()
+        c, k, p = (problem.variables(to("torch", x)) for x in start)
+        problem.add(reprojection, c[cam], k[cam], p[pt], data=to("torch", observed),
+                    jacobian_fn=reprojection_jacobians)  # fmt: skip
+        return optim.solve(problem, eliminate=p, max_iterations=6, solver=solver).history
+
+    alone = [history(s) for s in starts]
+    together = [None] * len(starts)
+
+    def run(k):
+        together[k] = history(starts[k])
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(starts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert together == alone
 
 
 def test_schur_refuses_a_set_whose_variables_are_joined(rng):

@@ -7,8 +7,11 @@ state is NumPy's (a batch of one), the variables stay in their framework.
 
 from __future__ import annotations
 
+import collections
 import functools
+import hashlib
 import math
+import threading
 import time
 
 import numpy as np
@@ -41,30 +44,18 @@ class HostSystem:
         self.size = layout.size
         self.free = free = [~s.fixed for s in sets]
         self.plans = plans = tuple(plan(c, free) for c in problem.costs)
-        columns, blocks = [], []
+        columns = []
         for cost, p in zip(problem.costs, plans):
             cols = [
                 layout.columns(sel.variables, idx)
                 for sel, idx, slot in zip(cost.selections, cost.instance_indices, p.slots)
                 if slot.differentiate
             ]
-            columns.append(
-                np.concatenate(cols, axis=1) if cols else np.zeros((cost.count, 0), np.int64)
-            )
-            blocks.append(slot_blocks(cols, cost.count))
-        self.pattern, slots = cost_pattern(layout.size, blocks)
-        self.slots = _joined(slots) if slots else np.zeros(0, np.int64)
-        self.gradient_slots = _joined([np.where(c >= 0, c, layout.size).ravel() for c in columns])
-        factor = make_solver(self.pattern, settings.solver) if layout.size else None
-        self.linear = lambda values, g: factor(values, -g)
-        if eliminate is not None and layout.size > layout.reduced:
-            block = functools.reduce(
-                math.gcd, [s.tangent_dim for s in sets if s.index != eliminate.index],
-                eliminate.tangent_dim,
-            )
-            schur = Schur(self.pattern, layout.reduced, eliminate.tangent_dim, block,
-                          eliminate.name, settings.solver)  # fmt: skip
-            self.linear = schur
+            columns.append(cols)
+        self.structure = _STRUCTURES.take(layout, columns, eliminate, settings.solver)
+        self.pattern = self.structure.pattern
+        self.slots, self.gradient_slots = self.structure.slots, self.structure.gradient_slots
+        self.linear = self.structure.linear
         framework = self.values_framework
         self.run = lineariser(plans, framework.name, False)
         # JAX: the per-instance products inside the jitted function (XLA batches them
@@ -172,6 +163,75 @@ class HostSystem:
             return list(self.retract_sets(values, deltas, self.masks, *bounds))
 
 
+class Structure:
+    """What a problem's structure fixes, worked out once: the pattern of H, each cost's
+    slots in it and in the gradient, and the linear solve (a Schur complement's tables,
+    a sparse solver's analysis)."""
+
+    def __init__(self, layout: Layout, columns: list[list[np.ndarray]], eliminate, solver):
+        blocks = [slot_blocks(cols, len(cols[0]) if cols else 0) for cols in columns]
+        self.pattern, slots = cost_pattern(layout.size, blocks)
+        self.slots = _joined(slots) if slots else np.zeros(0, np.int64)
+        joined = [np.concatenate(c, axis=1) for c in columns if c]
+        self.gradient_slots = (
+            _joined([np.where(c >= 0, c, layout.size).ravel() for c in joined])
+            if joined else np.zeros(0, np.int64)
+        )  # fmt: skip
+        factor = make_solver(self.pattern, solver) if layout.size else None
+        self.linear = lambda values, g: factor(values, -g)
+        if eliminate is not None and layout.size > layout.reduced:
+            sets = layout.sets
+            block = functools.reduce(
+                math.gcd, [s.tangent_dim for s in sets if s.index != eliminate.index],
+                eliminate.tangent_dim,
+            )
+            self.linear = Schur(self.pattern, layout.reduced, eliminate.tangent_dim, block,
+                                eliminate.name, solver)  # fmt: skip
+
+
+class Structures:
+    """The structures of recent solves, by a digest of everything they are made from: a
+    sliding window or a training loop solves one structure thousands of times, and its
+    set-up costs as much as a few iterations of a small problem. A solve takes a
+    structure out and puts it back when done, so two threads never share a solver's
+    state. Only `size` of them are kept, and none larger than `largest` entries of H (a
+    sparse solver's analysis holds memory: ~170 MB for 18,000 unknowns; a large
+    problem's set-up is a small part of its solve)."""
+
+    def __init__(self, size: int = 4, largest: int = 1 << 21):
+        self.size, self.largest = size, largest
+        self.kept, self.lock = collections.OrderedDict(), threading.Lock()
+
+    def take(self, layout: Layout, columns, eliminate, solver) -> Structure:
+        eliminated = None if eliminate is None else (eliminate.index, eliminate.tangent_dim)
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(repr((
+            layout.size, layout.reduced, solver, eliminated,
+            [s.tangent_dim for s in layout.sets], [[c.shape for c in cols] for cols in columns],
+        )).encode())  # fmt: skip
+        for cols in columns:
+            for c in cols:
+                digest.update(np.ascontiguousarray(c).data)
+        key = digest.digest()
+        with self.lock:
+            structure = self.kept.pop(key, None)
+        if structure is None:
+            structure = Structure(layout, columns, eliminate, solver)
+        structure.key = key
+        return structure
+
+    def give_back(self, structure: Structure) -> None:
+        if structure.pattern.nnz > self.largest:
+            return
+        with self.lock:
+            self.kept[structure.key] = structure
+            while len(self.kept) > self.size:
+                self.kept.popitem(last=False)
+
+
+_STRUCTURES = Structures()
+
+
 def _first(value):
     return value._arrays[0] if isinstance(value, LieGroup) else value
 
@@ -220,6 +280,7 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
     data = [c.data for c in problem.costs]
     timings.other += time.perf_counter() - start
     outcome = _loop.minimise(system, settings, values, data, bounds)
+    _STRUCTURES.give_back(system.structure)
     return Result(
         problem_id=problem.id,
         solution=outcome.values,

@@ -1,19 +1,36 @@
-"""The Schur complement on the CPU, in SciPy's sparse matrices: the eliminated set's blocks
-of H (block diagonal) inverted, the reduced system assembled into its own pattern and
-solved by the CPU's sparse Cholesky, the eliminated unknowns back-substituted."""
+"""The Schur complement on the CPU: the eliminated set's blocks of H (block diagonal)
+inverted, the reduced system formed and solved, the eliminated unknowns back-substituted.
+
+For `H = [[A, B], [B^T, C]]`, C block diagonal:
+
+    S = A - B C^-1 B^T,   S x_r = -g_r + B C^-1 g_e,   x_e = -C^-1 (g_e + B^T x_r).
+
+Two ways to form S, chosen by size once per structure:
+- small (S solved by the dense Cholesky, B held dense in a few MB): B as a dense array,
+  `B C^-1` as one batched product over the eliminated blocks and `(B C^-1) B^T` as one
+  matrix product (BLAS), S dense. A small bundle adjustment's iteration then costs a few
+  NumPy calls, where SciPy's sparse products cost ~20 calls of fixed overhead each
+  (benchmarks/NOTES.md, 46);
+- otherwise B in SciPy's sparse matrices, S assembled into its own sparse pattern and
+  solved by the CPU's sparse Cholesky.
+"""
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 
+from ._installed import DENSE_BELOW
 from ._sparse import Pattern, make_solver
+
+# The most entries of B (reduced x eliminated unknowns) held dense: 32 MB of float64.
+DENSE_B_ENTRIES = 1 << 22
 
 
 class Schur:
     """The Schur complement of the eliminated unknowns (indices >= `reduced`), whose block of
-    H must be block diagonal (no cost joins two eliminated variables):
-    `S = A - B C^-1 B^T`, `S x_r = -g_r + B C^-1 g_e`, `x_e = C^-1 (-g_e - B^T x_r)`."""
+    H must be block diagonal (no cost joins two eliminated variables)."""
 
     def __init__(
         self, pattern: Pattern, reduced: int, d: int, block: int, name: str, solver: str | None
@@ -24,48 +41,64 @@ class Schur:
         in_a = rows < reduced
         in_b = (rows >= reduced) & (cols < reduced)
         in_c = cols >= reduced
-        # C: block diagonal
         block_r, block_c = (rows[in_c] - reduced) // d, (cols[in_c] - reduced) // d
         if np.any(block_r != block_c):
             raise ValueError(
                 f"xform.optim.solve: cannot eliminate {name}: a cost joins two of its "
                 "variables (its block of the normal equations is not block diagonal)"
             )
-        n_e = (pattern.size - reduced) // d
-        self.n_e = n_e
+        self.n_e = n_e = (pattern.size - reduced) // d
         # C's entries, both triangles, as (n_e, d, d) gathered from the values
         r_in, c_in = (rows[in_c] - reduced) % d, (cols[in_c] - reduced) % d
-        where_c = np.flatnonzero(in_c)
-        self.c_lower = (block_r, r_in, c_in, where_c)
-        # A's values on S's pattern; S = A's entries and the fill of B C^-1 B^T
+        self.c_lower = (block_r, r_in, c_in, np.flatnonzero(in_c))
+        # B is reduced x eliminated: the lower triangle holds B^T
+        b_rows, b_cols = cols[in_b], rows[in_b] - reduced
+        self.b_where = np.flatnonzero(in_b)
+        a_rows, a_cols = rows[in_a], cols[in_a]
+        self.a_where = np.flatnonzero(in_a)
+        self.dense = (solver == "dense" or (solver is None and reduced < DENSE_BELOW)) and (
+            reduced * n_e * d <= DENSE_B_ENTRIES
+        )
+        if self.dense:
+            self.b_flat = b_rows * (n_e * d) + b_cols
+            self.a_flat = a_rows * reduced + a_cols  # lower triangle: what Cholesky reads
+            return
+        self._sparse_init(b_rows, b_cols, a_rows, a_cols, block, solver)
+
+    def _sparse_init(self, b_rows, b_cols, a_rows, a_cols, block, solver):
+        reduced, d = self.reduced, self.d
         # B's rows in blocks of `block` (the tangent sizes' common divisor): SciPy's block
         # products are several times faster than its scalar ones here
         self.block = block if reduced % block == 0 else 1
-        b_rows, b_cols = cols[in_b], rows[in_b] - reduced  # B is reduced x eliminated
-        ones = sp.csr_matrix(
-            (np.ones(len(b_rows)), (b_rows, b_cols)), shape=(reduced, self.n_e * d)
-        )
-        self.b_order = np.flatnonzero(in_b)
+        shape = (reduced, self.n_e * d)
+        ones = sp.csr_matrix((np.ones(len(b_rows)), (b_rows, b_cols)), shape=shape)
         csr = sp.csr_matrix(
-            (np.arange(1, len(b_rows) + 1, dtype=np.float64), (b_rows, b_cols)),
-            shape=(reduced, self.n_e * d),
+            (np.arange(1, len(b_rows) + 1, dtype=np.float64), (b_rows, b_cols)), shape=shape
         )
         csr.sort_indices()
-        self.b_perm = self.b_order[csr.data.astype(np.int64) - 1]
+        self.b_perm = self.b_where[csr.data.astype(np.int64) - 1]
         self.b_indices, self.b_indptr = csr.indices, csr.indptr
-        fill = (ones @ ones.T).tocoo()
-        a_rows, a_cols = rows[in_a], cols[in_a]
+        fill = (ones @ ones.T).tocoo()  # S = A's entries and the fill of B C^-1 B^T
         self.s_pattern = Pattern(
             reduced, np.concatenate([fill.row, a_rows]), np.concatenate([fill.col, a_cols])
         )
         self.a_slots = self.s_pattern.slots(a_rows, a_cols)
-        self.a_where = np.flatnonzero(in_a)
         self.solve_reduced = make_solver(self.s_pattern, solver)
         self._product_slots = None
         self._product_key = None
 
     def __call__(self, values: np.ndarray, gradient: np.ndarray) -> np.ndarray:
-        d, reduced = self.d, self.reduced
+        c_inverse = self._c_inverse(values)
+        g_r, g_e = gradient[: self.reduced], gradient[self.reduced :]
+        if self.dense:
+            x_r, pulled = self._dense_reduced(values, c_inverse, g_r, g_e)
+        else:
+            x_r, pulled = self._sparse_reduced(values, c_inverse, g_r, g_e)
+        x_e = -(c_inverse @ (g_e + pulled).reshape(-1, self.d)[..., None])[..., 0]
+        return np.concatenate([x_r, x_e.ravel()])
+
+    def _c_inverse(self, values: np.ndarray) -> np.ndarray:
+        d = self.d
         block, r_in, c_in, where = self.c_lower
         c = np.zeros((self.n_e, d, d))
         c[block, r_in, c_in] = values[where]
@@ -76,12 +109,37 @@ class Schur:
             raise ArithmeticError(str(error)) from error
         if not np.all(np.isfinite(c_inverse)):
             raise ArithmeticError("an eliminated block is singular")
+        return c_inverse
+
+    def _dense_reduced(self, values, c_inverse, g_r, g_e):
+        """x_r and `B^T x_r`, S formed and factorised dense."""
+        reduced, n_e, d = self.reduced, self.n_e, self.d
+        b = np.zeros(reduced * n_e * d)
+        b[self.b_flat] = values[self.b_where]
+        b = b.reshape(reduced, n_e * d)
+        # B C^-1: each eliminated block's d columns times its inverse
+        y = np.matmul(b.reshape(reduced, n_e, d).transpose(1, 0, 2), c_inverse)
+        y = y.transpose(1, 0, 2).reshape(reduced, n_e * d)
+        s = -(y @ b.T)
+        s.ravel()[self.a_flat] += values[self.a_where]
+        try:
+            factor = scipy.linalg.cho_factor(s, lower=True, check_finite=False)
+        except np.linalg.LinAlgError as error:
+            raise ArithmeticError(str(error)) from error
+        x_r = scipy.linalg.cho_solve(factor, -g_r + y @ g_e, check_finite=False)
+        if not np.all(np.isfinite(x_r)):
+            raise ArithmeticError("the reduced system is not positive definite")
+        return x_r, b.T @ x_r
+
+    def _sparse_reduced(self, values, c_inverse, g_r, g_e):
+        """x_r and `B^T x_r`, S assembled into its sparse pattern."""
+        reduced, n_e, d = self.reduced, self.n_e, self.d
         b = sp.csr_matrix(
-            (values[self.b_perm], self.b_indices, self.b_indptr), shape=(reduced, self.n_e * d)
+            (values[self.b_perm], self.b_indices, self.b_indptr), shape=(reduced, n_e * d)
         )
         k = self.block
         c_bsr = sp.bsr_matrix(
-            (c_inverse, np.arange(self.n_e), np.arange(self.n_e + 1)), shape=(self.n_e * d,) * 2
+            (c_inverse, np.arange(n_e), np.arange(n_e + 1)), shape=(n_e * d,) * 2
         )
         b_bsr = b.tobsr(blocksize=(k, d)) if k > 1 else b
         y = b_bsr @ c_bsr  # B C^-1
@@ -98,8 +156,5 @@ class Schur:
             np.concatenate([self.a_slots, self._product_slots]),
             np.concatenate([values[self.a_where], -product.data]),
         )
-        g_r, g_e = gradient[:reduced], gradient[reduced:]
-        rhs = -g_r + y @ g_e
-        x_r = self.solve_reduced(s_values, rhs)
-        x_e = -(c_inverse @ (g_e + b.T @ x_r).reshape(-1, d)[..., None])[..., 0]
-        return np.concatenate([x_r, x_e.ravel()])
+        x_r = self.solve_reduced(s_values, -g_r + y @ g_e)
+        return x_r, b.T @ x_r
