@@ -594,6 +594,35 @@ def check_implicit(framework, build, data, rng, eps=1e-4):
     np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-5 * np.linalg.norm(gradient))
 
 
+def test_a_jax_solve_takes_the_custom_vjp_only_when_traced(rng, monkeypatch):
+    """Concrete JAX inputs cannot be differentiated: the solve skips the rule (its call
+    costs milliseconds); under `jax.grad` it takes it, and the gradient matches the
+    re-solves' central differences."""
+    from xform._frameworks import FRAMEWORKS as BY_NAME
+
+    i, j, truth, z, start = random_graph(rng, SE3, noise=0.05)
+    calls = []
+    rule = BY_NAME["jax"].custom_vjp
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return rule(*args, **kwargs)
+
+    monkeypatch.setattr(BY_NAME["jax"], "custom_vjp", counted)
+
+    def build(positions):
+        problem = optim.Problem()
+        x = problem.variables(to("jax", start))
+        problem.fix(x[0])
+        problem.add(between, x[i], x[j], data=SE3(positions, to("jax", z.inverse().quaternion)))
+        return (optim.solve(problem, step_norm=1e-12).values(x).position ** 2).sum()
+
+    build(jnp.asarray(z.inverse().position))
+    assert calls == []
+    check_implicit("jax", build, z.inverse().position.copy(), rng)
+    assert calls
+
+
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_implicit_gradient_of_a_pose_graph(rng, framework):
     i, j, truth, z, _ = random_graph(rng, SE3, noise=0.1)

@@ -53,7 +53,7 @@ def solve(
     - `report`: a function called with one line per iteration (e.g. `print`).
     - `differentiable`: the solution differentiable in `data` and in fixed variables'
       values (implicit differentiation at the optimum); by default when an input requires
-      grad (PyTorch) or always (JAX).
+      grad (PyTorch) or is traced by a JAX transform (`jax.grad`, `jit`, ...).
     """
     if not isinstance(problem, Problem):
         raise TypeError(
