@@ -56,7 +56,10 @@ def tree_slots(q: Any, template: Any, bodies: Any):
 @wp.func
 def tree_factor_forward_only(m: Any, order: Any, parents: Any):
     """M = L^T D L in slot order, leaves to root: D on the diagonal, L's entries at (slot,
-    ancestor), zero elsewhere (not differentiable by Warp's adjoint)."""
+    ancestor), zero elsewhere (not differentiable by Warp's adjoint). Each (slot,
+    ancestor) pair updates the ancestor's whole row: a loop of constant length, which the
+    CPU vectorises (one of variable length runs some 5x slower a step here); the upper
+    triangle it fills is cleared at the end."""
     n = len(order)
     factor = type(m)()
     for s in range(n):
@@ -71,19 +74,20 @@ def tree_factor_forward_only(m: Any, order: Any, parents: Any):
         i = parents[k]
         while i >= 0:
             ratio = factor[k, i] / factor[k, k]
-            j = i
-            while j >= 0:
-                factor[i, j] -= ratio * factor[k, j]
-                j = parents[j]
+            for c in range(n):
+                factor[i, c] -= ratio * factor[k, c]
             factor[k, i] = ratio
             i = parents[i]
+    for s in range(n):
+        for c in range(s + 1, n):
+            factor[s, c] = type(m[0, 0])(0.0)
     return factor
 
 
 @wp.func
 def tree_solve_forward_only(factor: Any, order: Any, parents: Any, b: Any):
     """x with L^T D L x = b (b and x in coordinate order; not differentiable by Warp's
-    adjoint)."""
+    adjoint), over the (slot, ancestor) pairs."""
     n = len(b)
     x = type(b)()
     for s in range(n):
@@ -112,33 +116,37 @@ def tree_solve_forward_only(factor: Any, order: Any, parents: Any, b: Any):
 
 @wp.func
 def tree_inverse_forward_only(factor: Any, order: Any, parents: Any):
-    """M^-1 = X D^-1 X^T in coordinate order, X = L^-1 (unit lower triangular, entries at
-    (slot, ancestor) like L): entry (r, c) sums over the slots above both (not
-    differentiable by Warp's adjoint)."""
+    """M^-1 = Y^T D^-1 Y in coordinate order, Y = L^-T (unit upper triangular, entries at
+    (ancestor, slot)), both in place in one matrix: Y's rows from the leaves (each
+    ancestor's row takes its descendant's), then M^-1's row r as the sum of Y's rows at r
+    and its ancestors, from the last row (which no later row reads). Whole rows, as in the
+    factor (not differentiable by Warp's adjoint)."""
     n = len(order)
-    one = type(factor[0, 0])(1.0)
-    x = type(factor)()
+    y = type(factor)()
     for s in range(n):
-        x[s, s] = one
-        j = parents[s]
-        while j >= 0:
-            ratio = factor[s, j]
-            t = j
-            while t >= 0:
-                x[s, t] -= ratio * x[j, t]
-                t = parents[t]
-            j = parents[j]
-    lower = type(factor)()
+        y[s, s] = type(factor[0, 0])(1.0)
     for r in range(n):
+        i = n - 1 - r
+        t = parents[i]
+        while t >= 0:
+            ratio = factor[i, t]
+            for c in range(n):
+                y[t, c] -= ratio * y[i, c]
+            t = parents[t]
+    for step in range(n):
+        r = n - 1 - step
+        row = type(factor[0])()
         t = r
         while t >= 0:
-            weight = x[r, t] / factor[t, t]
-            for c in range(t, r + 1):
-                lower[r, c] += weight * x[c, t]
+            weight = y[t, r] / factor[t, t]
+            for c in range(n):
+                row[c] += weight * y[t, c]
             t = parents[t]
-    inverse = type(factor)()
+        for c in range(n):
+            y[r, c] = row[c]
+    inverse = type(factor)()  # exactly symmetric: each row's part from its diagonal on
     for r in range(n):
-        for c in range(r + 1):
-            inverse[order[r], order[c]] = lower[r, c]
-            inverse[order[c], order[r]] = lower[r, c]
+        for c in range(r, n):
+            inverse[order[r], order[c]] = y[r, c]
+            inverse[order[c], order[r]] = y[r, c]
     return inverse
