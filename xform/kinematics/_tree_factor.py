@@ -8,9 +8,11 @@ the root's six first, as a chain (slot s's parent is s - 1), then body i's coord
 slot `i - 1 + 6 base`, whose parent is the slot of body i's parent (or the root's last).
 Every body comes after its parent, so a slot's ancestors come before it. `M` is zero
 between two slots on different branches, and so is its factor: `L` is unit lower
-triangular with entries only at (slot, ancestor), and the factor, the solves and the
-inverse walk only those pairs: `O(n d^2)`, `O(n d)` and `O(n^2 d)` for n coordinates at
-depth d, against a dense factor's `n^3 / 6`.
+triangular with entries only at (slot, ancestor). The solve walks those pairs (`p <= n d`
+of them, for n coordinates at depth d); the factor and the inverse take one row update
+per pair, each over a whole row (`p n` steps, a loop of constant length, which the CPU
+vectorises), against a dense factor's `n^3 / 6` to `n^3 / 2` and inverse's `n^3`.
+Talos: p = 331, n = 38 (benchmarks/NOTES.md, 47, has what it bought).
 
 A mimic joint (several bodies on one coordinate) couples branches, so where the bodies do
 not map one to one onto the coordinates the slots are the coordinates themselves as one
