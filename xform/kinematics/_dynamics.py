@@ -20,12 +20,13 @@ included, which is read normalised):
   `-RNEA_vjp(λ)` for q, v and the forces, `λ` for tau;
 - the partials: `dtau/dq`, `dtau/dv` and `M` in one pass of Carpentier and Mansard's
   algorithm (`_rnea_partials.py`), and `da/dq = -M^-1 dtau/dq`, `da/dv = -M^-1 dtau/dv`
-  at `a = FD(q, v, tau)`, `M^-1` from the Cholesky factor. They are not differentiable
+  at `a = FD(q, v, tau)`, `M^-1` from the factor below. They are not differentiable
   (see `dynamics_op`).
 
-Forward dynamics' value and the partials run the Cholesky loops over the steps they need;
-the closed forms, which the second derivatives differentiate with Warp's adjoint, run
-them over fixed bounds (`_dense.py`).
+Forward dynamics' value and the partials factor M along the tree, `M = L^T D L`
+(`_tree_factor.py`: the pairs of a coordinate and its ancestors only); the closed forms,
+which the second derivatives differentiate with Warp's adjoint, run a dense Cholesky over
+loops of fixed bound (`_dense.py`).
 """
 
 from __future__ import annotations
@@ -39,14 +40,7 @@ from .._define import define_op
 from .._op import Op, Operand
 from ..ops.quaternion import quat_conjugate, quat_multiply, vector_part
 from . import _inertia
-from ._dense import (
-    cholesky,
-    cholesky_inverse_forward_only,
-    cholesky_solve,
-    cholesky_solve_forward_only,
-    cholesky_upper_forward_only,
-    symmetric_times_sparse_forward_only,
-)
+from ._dense import cholesky, cholesky_solve, symmetric_times_sparse_forward_only
 from ._rnea import (
     component,
     crba,
@@ -56,6 +50,12 @@ from ._rnea import (
     root_quaternion,
 )
 from ._rnea_partials import rnea_partials
+from ._tree_factor import (
+    tree_factor_forward_only,
+    tree_inverse_forward_only,
+    tree_slots,
+    tree_solve_forward_only,
+)
 
 
 @wp.func
@@ -155,15 +155,17 @@ def forward_solution(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames:
 def forward_solution_forward_only(
     q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any
 ):  # fmt: skip
-    """`forward_solution` for kernels that Warp never differentiates (`_dense.py`)."""
+    """`forward_solution` for kernels that Warp never differentiates, with M factored
+    along the tree (`_tree_factor.py`): a, the factor and its slots."""
     bias = rnea(q, v, type(v)(), forces, bodies, frames, type(q[0])(1.0))
-    upper = cholesky_upper_forward_only(crba(q, v, bodies))
-    return cholesky_solve_forward_only(upper, tau - bias), upper
+    order, parents = tree_slots(q, v, bodies)
+    factor = tree_factor_forward_only(crba(q, v, bodies), order, parents)
+    return tree_solve_forward_only(factor, order, parents, tau - bias), factor, order, parents
 
 
 @wp.func
 def forward_dynamics(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any):
-    a, upper = forward_solution_forward_only(q, v, tau, forces, bodies, frames)
+    a, factor, order, parents = forward_solution_forward_only(q, v, tau, forces, bodies, frames)
     return a
 
 
@@ -196,8 +198,8 @@ def inverse_dynamics_derivatives(q: Any, v: Any, a: Any, bodies: Any):
 @wp.func
 def forward_dynamics_derivatives(q: Any, v: Any, tau: Any, bodies: Any):
     forces, frames = no_forces(q)
-    a, upper = forward_solution_forward_only(q, v, tau, forces, bodies, frames)
-    inverse = cholesky_inverse_forward_only(upper)
+    a, factor, order, parents = forward_solution_forward_only(q, v, tau, forces, bodies, frames)
+    inverse = tree_inverse_forward_only(factor, order, parents)
     by_q, by_v, mass = rnea_partials(q, v, a, forces, bodies, frames)
     return (
         -symmetric_times_sparse_forward_only(inverse, by_q),
