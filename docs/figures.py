@@ -684,7 +684,7 @@ BAL_CONVERGE = "results_bundle_adjustment_converge.json"
 
 @measured(
     "bundle_adjustment_converge", BAL_CONVERGE,
-    f"{BAL_SYNTHETIC_COMMAND} --converge 1e-10 --iterations 100",
+    f"{BAL_SYNTHETIC_COMMAND} --peers gtsam --converge 1e-10 --iterations 100",
 )  # fmt: skip
 def bundle_adjustment_converge(results: dict) -> str:
     """The same problems solved to a relative decrease of 1e-10 (each method's own

@@ -320,9 +320,13 @@ def test_inputs_are_read_in_place(rng, monkeypatch):
 
 def _checked_calls(monkeypatch) -> list[str]:
     """The names of the products on tensors that take the checked path from now on
-    (each records its launch for repeats)."""
+    (each records its launch for repeats). This thread's remembered launches start
+    empty: a table that earlier tests filled to its bound is cleared by the next call
+    that records, which would check a repeated call again."""
     from xform import _launch
+    from xform._launch import repeats
 
+    monkeypatch.setattr(repeats._local, "repeats", {}, raising=False)
     calls = []
     for name in ("forward", "vjp"):
         real = getattr(_launch.products, name)

@@ -20,7 +20,7 @@ from ._linearise import linearise_cost, plan
 from ._loop import Clock, Settings
 from ._normal import NormalStructure, SchurStructure
 from ._pcg import pcg
-from ._problem import Problem, initial_values
+from ._problem import Problem, first_array, initial_values
 from ._result import Result, Timings
 from ._schur import Schur
 
@@ -202,9 +202,6 @@ class DeviceSystem:
         return self.xp.where(mask.reshape(mask.shape + (1,) * (new.ndim - mask.ndim)), new, old)
 
 
-def _first(value):
-    return value._arrays[0] if isinstance(value, LieGroup) else value
-
 
 def _default_solver(size: int, problem: Problem) -> str:
     batch = problem.batch or 1
@@ -220,7 +217,7 @@ def _default_solver(size: int, problem: Problem) -> str:
 
 
 def _on_cuda(problem: Problem) -> bool:
-    value = _first(problem.variable_sets[0].initial)
+    value = first_array(problem.variable_sets[0].initial)
     return "cuda" in str(getattr(value, "device", "")).lower() or "gpu" in str(
         getattr(value, "device", "")
     ).lower()
@@ -251,7 +248,7 @@ def solve_on_device(problem: Problem, settings: Settings, eliminate) -> Result:
     if not system.batched:
         values = [_expand(v) for v in values]
         data = [_tree_expand(d) for d in data]
-    like = _first(values[0])
+    like = first_array(values[0])
     system.like = like
     system.rounding = 16.0 * float(system.xp.finfo(like.dtype).eps)
     tables = system.index_tables()

@@ -24,7 +24,7 @@ from ._host_schur import Schur
 from ._layout import Layout
 from ._linearise import lineariser, normal_blocks, plan
 from ._loop import Clock, Settings
-from ._problem import Problem, Variables, initial_values
+from ._problem import Problem, Variables, first_array, initial_values
 from ._result import Result, Timings
 from ._sparse import cost_pattern, make_solver, slot_blocks
 
@@ -71,7 +71,7 @@ class HostSystem:
         """The framework's arrays the loop reads, made once from the initial `values`:
         index arrays, masks of the free variables, bounds; returns the bounds."""
         framework = self.values_framework
-        like = _first(values[0])
+        like = first_array(values[0])
         self.indices = [
             [framework.indices(np.asarray(i), like) for i in c.instance_indices]
             for c in self.costs
@@ -157,7 +157,7 @@ class HostSystem:
         with self.clock("other"):
             framework = self.values_framework
             deltas = [
-                framework.constant(self.layout.split(step[0], s), _first(v)) if m else None
+                framework.constant(self.layout.split(step[0], s), first_array(v)) if m else None
                 for s, v, m in zip(self.sets, values, self.moving)
             ]
             return list(self.retract_sets(values, deltas, self.masks, *bounds))
@@ -231,9 +231,6 @@ class Structures:
 
 _STRUCTURES = Structures()
 
-
-def _first(value):
-    return value._arrays[0] if isinstance(value, LieGroup) else value
 
 
 def retract(value, delta, free, lower, upper):

@@ -35,6 +35,12 @@ def framework_of(x) -> str | None:
     return framework.name if framework is not None and framework.holds_groups else None
 
 
+def first_array(value):
+    """A variable set's value as one array: a group's first field (its device, dtype and
+    framework are the set's)."""
+    return value._arrays[0] if isinstance(value, LieGroup) else value
+
+
 def is_concrete(x) -> bool:
     """Whether the arrays of `x` (an array or a group element) hold values, not traced."""
     arrays = x._arrays if isinstance(x, LieGroup) else (x,)

@@ -7,7 +7,7 @@ from .. import _frameworks
 from ..groups import LieGroup
 from ._installed import MODULES, installed
 from ._loop import Settings
-from ._problem import Problem, Variables, is_concrete
+from ._problem import Problem, Variables, first_array, is_concrete
 
 METHODS = ("lm", "gn")
 HOST_SOLVERS = tuple(MODULES)
@@ -117,7 +117,7 @@ def on_device(problem: Problem, settings: Settings) -> bool:
     if not installed("scipy"):
         return True
     for s in problem.variable_sets:
-        array = _first(s.initial)
+        array = first_array(s.initial)
         if not is_concrete(s.initial) or _frameworks.of(array).device(array) not in (None, "cpu"):
             return True
     return any(
@@ -126,9 +126,6 @@ def on_device(problem: Problem, settings: Settings) -> bool:
         for item in cost.data
     )
 
-
-def _first(value):
-    return value._arrays[0] if isinstance(value, LieGroup) else value
 
 
 def _run(problem: Problem, settings: Settings, eliminate):
