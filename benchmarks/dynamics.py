@@ -272,7 +272,7 @@ def model_description(model) -> str:
             kind, axis = name[-2:], np.zeros(3)
         elif name in ("JointModelRevoluteUnaligned", "JointModelPrismaticUnaligned"):
             kind = "Revolute" if "Revolute" in name else "Prismatic"
-            axis = np.asarray(joint.axis)
+            axis = np.asarray(joint.extract().axis)  # the variant's concrete joint
         else:
             raise SystemExit(f"pinocchio_loop.cpp takes no {name}")
         numbers = [

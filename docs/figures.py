@@ -426,11 +426,12 @@ def dynamics_speed(results: dict) -> str:
             f"{r['robot']} ({r['nv']})", r["function"], f"{r['size']:,}",
             f"{r['xform ns per configuration']:,.0f}",
             f"{cpp:,.0f}" if cpp else "—", f"{python:,.0f}" if python else "—",
+            f"{cpp / r['xform ns per configuration']:.2f}x" if cpp else "—",
             f"{python / r['xform ns per configuration']:.2f}x" if python else "—",
         ])  # fmt: skip
     header = ["robot (nv)", "function", "batch", "xform ns", "Pinocchio C++ ns",
-              "Pinocchio Python ns", "Python / xform"]  # fmt: skip
-    return table(header, rows, "--rrrrr")
+              "Pinocchio Python ns", "C++ / xform", "Python / xform"]  # fmt: skip
+    return table(header, rows, "--rrrrrr")
 
 
 # --- pose graphs (`python -m benchmarks.pose_graph`) -----------------------------------------
