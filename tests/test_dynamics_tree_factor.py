@@ -97,11 +97,18 @@ def test_factor_solve_inverse_match_numpy(kind, rng):
     outputs = [wp.empty(len(cases), dtype=t) for t in (_matrix, _vector, _matrix)]
     wp.launch(_factor_solve_inverse, len(cases), inputs=arrays, outputs=outputs, device="cpu")
     factor, x, inverse = (o.numpy() for o in outputs)
-    scales = [case[2] for case in cases]
-    for d, (mi, lower), f, xi, inv, bi in zip(scales, pairs, factor, x, inverse, b):
+    eps = np.finfo(np.float64).eps
+    for (_, order, d), (mi, lower), f, xi, inv, bi in zip(cases, pairs, factor, x, inverse, b):
         condition = np.linalg.cond(mi)
         size = np.abs(mi).max()
-        np.testing.assert_allclose(np.diag(f), d, rtol=1e-12, atol=1e-14 * size)
+        # backward: the factor reproduces the M it was given to the rounding of its own
+        # terms, |L^T| |D| |L| (Higham, Accuracy and Stability, 10.1); forward: D and L are
+        # those M was made from to the condition number, as any factor of a rounded M is
+        unit, pivots = np.tril(f, -1) + np.eye(N), np.diag(f)
+        terms = np.abs(unit).T @ np.diag(np.abs(pivots)) @ np.abs(unit)
+        rebuilt = unit.T @ np.diag(pivots) @ unit
+        assert np.all(np.abs(rebuilt - mi[np.ix_(order, order)]) <= 4 * N * eps * terms)
+        np.testing.assert_allclose(pivots, d, rtol=0, atol=1e-15 * condition * size)
         np.testing.assert_allclose(np.tril(f, -1), np.tril(lower, -1), atol=1e-15 * condition)
         assert np.all(np.triu(f, 1) == 0)
         want = np.linalg.solve(mi, bi)

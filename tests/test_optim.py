@@ -653,7 +653,7 @@ def test_implicit_gradient_of_a_bundle_adjustment(rng, framework):
         result = optim.solve(problem, eliminate=p, relative_decrease=0.0, step_norm=1e-12)
         return (result.values(p) ** 2).sum() + result.values(k)[2:, 0].sum() * 1e-3
 
-    check_implicit(framework, build, observed.copy(), rng, eps=3e-3)
+    check_implicit(framework, build, observed.copy(), rng, eps=3e-2)
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
