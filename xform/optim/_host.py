@@ -177,16 +177,16 @@ class Structure:
             _joined([np.where(c >= 0, c, layout.size).ravel() for c in joined])
             if joined else np.zeros(0, np.int64)
         )  # fmt: skip
-        factor = make_solver(self.pattern, solver) if layout.size else None
-        self.linear = lambda values, g: factor(values, -g)
         if eliminate is not None and layout.size > layout.reduced:
-            sets = layout.sets
             block = functools.reduce(
-                math.gcd, [s.tangent_dim for s in sets if s.index != eliminate.index],
+                math.gcd, [s.tangent_dim for s in layout.sets if s.index != eliminate.index],
                 eliminate.tangent_dim,
             )
             self.linear = Schur(self.pattern, layout.reduced, eliminate.tangent_dim, block,
                                 eliminate.name, solver)  # fmt: skip
+        else:  # the whole system's solver, made only where no complement replaces it
+            factor = make_solver(self.pattern, solver) if layout.size else None
+            self.linear = lambda values, g: factor(values, -g)
 
 
 class Structures:
@@ -230,7 +230,6 @@ class Structures:
 
 
 _STRUCTURES = Structures()
-
 
 
 def retract(value, delta, free, lower, upper):
