@@ -526,6 +526,42 @@ def test_block_pattern_of_mixed_blocks_and_unread_unknowns(rng):
         np.testing.assert_allclose(pattern.full_matrix(values) @ x, rhs, atol=1e-8, err_msg=name)
 
 
+PARDISO_IMPORT = """
+import glob, os, sys
+walked = []
+def recorded(pattern, *args, recursive=False, **kwargs):
+    walked.append(pattern) if recursive else None
+    return unwalked(pattern, *args, recursive=recursive, **kwargs)
+unwalked, glob.glob = glob.glob, recorded
+from xform.optim import _sparse
+print(_sparse._PARDISO_TEMPLATE is not None, walked, os.environ.get("PYPARDISO_MKL_RT"))
+"""
+
+
+def test_pardiso_loads_without_walking_the_environment():
+    """pypardiso, where `PYPARDISO_MKL_RT` is unset, finds MKL by a recursive glob of the
+    whole environment at its import (0.9 s with torch and JAX installed): `xform.optim`
+    names the library where MKL's wheel puts it, and the variable is left as it was. A
+    user's variable that names no library leaves PARDISO out, without an error."""
+    import os
+    import subprocess
+    import sys
+
+    if "pardiso" not in available_solvers():
+        pytest.skip("pypardiso is not installed")
+    environment = {k: v for k, v in os.environ.items() if k != "PYPARDISO_MKL_RT"}
+    run = subprocess.run([sys.executable, "-c", PARDISO_IMPORT], env=environment,
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split("\n")[-2] == "True [] None", run.stdout
+    environment["PYPARDISO_MKL_RT"] = "/no/such/libmkl_rt.so"
+    run = subprocess.run([sys.executable, "-c", PARDISO_IMPORT], env=environment,
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split("\n")[-2].startswith("False"), run.stdout
+    assert run.stdout.split("\n")[-2].endswith("/no/such/libmkl_rt.so"), run.stdout
+
+
 def test_pardiso_orders_the_graph_of_the_blocks(rng):
     """A pattern of whole 3 x 3 blocks records them, and PARDISO orders their graph: the
     solution is the one of PARDISO's own ordering of the entries, the ordering it is given

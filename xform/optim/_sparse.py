@@ -21,21 +21,53 @@ import contextlib
 import copy
 import ctypes
 import functools
+import os
+import site
+import sys
 import weakref
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from ._installed import DENSE_BELOW, MODULES, available_solvers
 
-try:  # at import, with the other imports: pypardiso finds MKL by searching the disk
-    import pypardiso
 
-    # Each new PyPardisoSolver looks for MKL again (find_library, then a recursive glob
-    # of the environment: 0.28 s a solver here); solvers are copies of this one instead.
-    _PARDISO_TEMPLATE = pypardiso.PyPardisoSolver(mtype=2)
-except ImportError:
-    _PARDISO_TEMPLATE = None
+def _mkl_runtime() -> str | None:
+    """MKL's runtime library where its wheel puts it (the environment's `lib/`, or
+    `Library/bin/` on Windows), found by reading those folders alone."""
+    for base in dict.fromkeys((sys.prefix, site.USER_BASE or sys.prefix)):
+        for folder in (Path(base) / "lib", Path(base) / "Library" / "bin"):
+            found = sorted(folder.glob("*mkl_rt*"), key=lambda path: len(path.name))
+            if found:
+                return str(found[0])
+    return None
+
+
+def _import_pardiso():
+    """pypardiso and a PARDISO solver to copy (each new PyPardisoSolver looks for MKL
+    again), or (None, None). Where `PYPARDISO_MKL_RT` is unset, pypardiso looks for MKL with
+    `find_library` and then a recursive glob of the whole environment, and its import makes
+    a solver: 0.9 s on a warm disk with torch and JAX installed, at every import of
+    `xform.optim` (benchmarks/NOTES.md 48). So the variable is set for that import to what
+    `_mkl_runtime` finds, and pypardiso's own search is left for where that fails."""
+    chosen = None if "PYPARDISO_MKL_RT" in os.environ else _mkl_runtime()
+    for given in ([chosen, None] if chosen else [None]):
+        if given:
+            os.environ["PYPARDISO_MKL_RT"] = given
+        try:
+            import pypardiso
+
+            return pypardiso, pypardiso.PyPardisoSolver(mtype=2)
+        except (ImportError, OSError):  # no MKL, or not one that loads
+            continue
+        finally:
+            if given:
+                del os.environ["PYPARDISO_MKL_RT"]
+    return None, None
+
+
+pypardiso, _PARDISO_TEMPLATE = _import_pardiso()
 
 # PARDISO's settings (MKL's `iparm`, 0-based): its defaults for symmetric positive definite
 # matrices (`pardisoinit`), but a minimum-degree ordering (AMD), which leaves 3-19% less
