@@ -221,17 +221,25 @@ class Framework:
 FRAMEWORKS: dict[str, Framework] = {}
 
 
+# Every framework owns its arrays by type (an isinstance check), so the answer for a type
+# is kept once asked: `of` runs for every argument of every op call.
+_OWNERS: dict[type, Framework | None] = {}
+
+
 def register(framework: Framework) -> Framework:
     FRAMEWORKS[framework.name] = framework
+    _OWNERS.clear()
     return framework
 
 
 def of(x: Any) -> Framework | None:
     """The framework of array `x` (tracers included), or None for anything else."""
-    for framework in FRAMEWORKS.values():
-        if framework.owns(x):
-            return framework
-    return None
+    try:
+        return _OWNERS[type(x)]
+    except KeyError:
+        owner = next((f for f in FRAMEWORKS.values() if f.owns(x)), None)
+        _OWNERS[type(x)] = owner
+        return owner
 
 
 def concrete(x: Any) -> bool:

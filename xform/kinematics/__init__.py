@@ -204,7 +204,7 @@ class Chain(ChainDynamics):
     def _converted_like(self, q, name, arrays) -> tuple:
         """`arrays` (NumPy) in q's kind, dtype and device, converted once per such."""
         framework = _frameworks.of(q)
-        key = (name, framework.name, str(q.dtype), framework.device(q))
+        key = (name, framework.name, q.dtype, framework.device(q))
         converted = self._converted.get(key)
         if converted is None:
             converted = tuple(_dispatch.array_like(c, q) for c in arrays)
