@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 from collections.abc import Callable
@@ -15,6 +16,21 @@ FLOATS = ("float32", "float64")
 
 def float_name(dtype) -> str:
     """The name ('float32', ...) of a NumPy, PyTorch, JAX or Warp dtype, or of a name."""
+    try:
+        return _FLOAT_NAMES[dtype]
+    except (KeyError, TypeError):  # (TypeError: not hashable)
+        name = _float_name(dtype)
+    with contextlib.suppress(TypeError):
+        _FLOAT_NAMES[dtype] = name
+    return name
+
+
+# Each dtype's name, once asked: NumPy computes `dtype.name` in Python at every call (~5
+# µs), and a call of an op asks for every argument's.
+_FLOAT_NAMES: dict = {}
+
+
+def _float_name(dtype) -> str:
     if type(dtype).__module__ == "torch":  # torch.float64 -> "float64"
         return str(dtype).removeprefix("torch.")
     scalar = getattr(dtype, "_wp_scalar_type_", dtype)
