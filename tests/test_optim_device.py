@@ -123,6 +123,38 @@ def test_pcg_on_a_whole_pose_graph_equals_the_dense_solve():
     np.testing.assert_allclose(costs["pcg"], costs["cholesky"], rtol=1e-9)
 
 
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+@pytest.mark.parametrize(("solver", "batch"), [(None, None), (None, 2), ("cholesky", None),
+                                               ("pcg", 2)])  # fmt: skip
+def test_bounds_hold_on_every_path(framework, solver, batch):
+    """A vector variable with bounds (NumPy's on one side, the framework's on the other,
+    one unbounded entry each) whose cost pulls part of it past them: on the CPU's sparse
+    path (one problem, no device solver) and the device back end's (a batch, or a device
+    solver), the solution is the target clipped to the bounds."""
+    rng = np.random.default_rng(3)
+    shape = (5, 3) if batch is None else (batch, 5, 3)
+    target = rng.normal(0.0, 2.0, shape)
+    lower, upper = np.full((5, 3), -1.0), np.full((5, 3), 1.0)
+    lower[0, 0], upper[4, 2] = -np.inf, np.inf
+    if framework == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        jax.config.update("jax_enable_x64", True)
+        to = jnp.asarray
+    else:
+        import torch
+
+        to = torch.from_numpy
+    problem = optim.Problem(batch=batch)
+    x = problem.variables(to(np.zeros(shape)), lower=lower, upper=to(upper))
+    problem.add(lambda x, t: x - t, x[:], data=(to(target),), name="pull")
+    result = optim.solve(problem, solver=solver, max_iterations=50)
+    solved = np.asarray(result.values(x))
+    np.testing.assert_allclose(solved, np.clip(target, lower, upper), atol=1e-9)
+    assert np.all(np.asarray(result.converged))
+
+
 @pytest.mark.skipif(not (SHARED / "sphere2500.g2o").is_file(), reason="no ../shared data")
 def test_sphere2500_reaches_gtsams_optimum_on_the_device_path():
     """sphere2500 (2,500 poses, 14,994 unknowns: PCG, no N x N) through the device back end

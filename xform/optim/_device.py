@@ -260,6 +260,11 @@ def solve_on_device(problem: Problem, settings: Settings, eliminate) -> Result:
         history = []
     else:
         system.tables = {k: framework.indices(v, like) for k, v in tables.items()}
+        # the bounds as the values' arrays once, not at every step's retraction
+        bounds = tuple(
+            [None if b is None else system._bound(b, v) for b, v in zip(side, values)]
+            for side in bounds
+        )
         outcome = _loop.minimise(system, settings, values, data, bounds)
         values, cost, iterations, status = (outcome.values, outcome.cost,
                                             outcome.iterations, outcome.status)  # fmt: skip
