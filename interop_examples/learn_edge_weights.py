@@ -29,6 +29,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 from xform import SE2, SO2, optim  # noqa: E402
+from xform._frameworks import FRAMEWORKS  # noqa: E402
 
 POSES = 40
 LEARNING_RATE = 0.5
@@ -113,8 +114,7 @@ def _learn_jax(scenario_arrays, steps: int, report) -> list[float]:
     jax.config.update("jax_enable_x64", True)
     # Each op runs eagerly here, compiled once per shape: kept on disk, however short, so
     # that a rerun compiles nothing (6 s of a first run's 10).
-    jax.config.update("jax_compilation_cache_dir", str(Path.home() / ".cache" / "xform" / "jax"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    FRAMEWORKS["jax"].cache_compilations(Path.home() / ".cache" / "xform" / "jax")
     truth, i, j, kind, measured, start = scenario_arrays
     arrays = (truth.to_jax(), i, j, jnp.asarray(kind), measured.to_jax(), start.to_jax())
     value_and_grad = jax.value_and_grad(lambda w: loss_of(w, jnp, arrays))
