@@ -675,9 +675,12 @@ def test_kinematics_through_torch_match_numpy(device, batch, rng):
 
 
 def dynamics_chain(floating):
-    from test_dynamics import TREE
+    """Both ways forward dynamics' value is computed: the tree with mimic joints (the mass
+    matrix factored) on a fixed base, the same tree without them (the articulated-body
+    recursion) on a floating one."""
+    from test_dynamics import OWN_TREE, TREE
 
-    return xform.kinematics.Chain.from_urdf(TREE, floating_base=floating)
+    return xform.kinematics.Chain.from_urdf(OWN_TREE if floating else TREE, floating_base=floating)
 
 
 def dynamics_expected(chain, q, v, a):

@@ -278,6 +278,51 @@ def test_batches_0d_broadcast_empty(tree, rng):
     np.testing.assert_array_equal(tree.mass_matrix(strided), tree.mass_matrix(strided.copy()))
 
 
+# The same tree with every joint on a coordinate of its own: forward dynamics' value runs
+# the articulated-body recursion there (a mimic joint keeps the factored mass matrix).
+OWN_TREE = urdf(LINKS, [joint[:7] + (None,) for joint in JOINTS])
+
+
+@pytest.mark.parametrize("floating", BASES)
+def test_articulated_body_matches_pinocchio(floating, rng):
+    """Forward dynamics without mimic joints: Pinocchio's ABA at random states, its
+    equation of motion with external forces, FD(ID(a)) = a at near singular joints,
+    float32 within its rounding, and batches (0-d, broadcast, empty, strided)."""
+    chain = Chain.from_urdf(OWN_TREE, floating_base=floating, gravity=(0.3, -0.2, -9.81))
+    assert chain.dof == 7 and chain.nv == len(chain.dynamics.bodies) - 1 + 6 * floating
+    reference = PinocchioReference(chain, OWN_TREE)
+    pin = reference.pin
+    q, v, a, forces = inputs(chain, rng, (4,))
+    tau = rng.normal(size=(4, chain.nv))
+    accelerations = chain.forward_dynamics(q, v, tau)
+    with_forces = chain.forward_dynamics(q, v, tau, forces)
+    for b in range(len(q)):
+        aba = pin.aba(reference.model, reference.data, reference.q(q[b]), v[b], tau[b])
+        assert relative(accelerations[b], aba) < 1e-11
+        want = reference.forward_dynamics(q[b], v[b], tau[b], forces[b])
+        assert relative(with_forces[b], want) < 1e-10
+    for joints in (np.zeros(chain.dof), np.full(chain.dof, np.pi), np.full(chain.dof, 1e-9)):
+        root = [0.1, -0.2, 0.3, 0.0, 1.0, 0.0, 0.0] if floating else []
+        at = np.concatenate([root, joints])
+        torques = chain.inverse_dynamics(at, v[0], a[0], forces[0])
+        back = chain.forward_dynamics(at, v[0], torques, forces[0])
+        np.testing.assert_allclose(back, a[0], atol=1e-9)
+    # float32 within its rounding: no further from a than LAPACK's float32 solve of M a = tau - b
+    # (M's condition here reaches 2e5: the light tip)
+    q32, v32, tau32 = (x.astype(np.float32) for x in (q, v, chain.inverse_dynamics(q, v, a)))
+    single = chain.forward_dynamics(q32, v32, tau32)
+    masses, bias = chain.mass_matrix(q32), chain.bias_forces(q32, v32)
+    lapack = np.linalg.solve(masses, (tau32 - bias)[..., None])[..., 0]
+    assert single.dtype == np.float32 and relative(single, a) < 2 * relative(lapack, a) + 1e-6
+    np.testing.assert_array_equal(chain.forward_dynamics(q[2], v[2], tau[2]), accelerations[2])
+    shared = chain.forward_dynamics(q[:1], v, tau)  # one q for every v and tau
+    np.testing.assert_allclose(shared[3], chain.forward_dynamics(q[0], v[3], tau[3]), atol=1e-13)
+    empty = chain.forward_dynamics(np.zeros((0, chain.nq)), np.zeros((0, chain.nv)), tau[:0])
+    assert empty.shape == (0, chain.nv)
+    strided = np.asfortranarray(np.repeat(q, 2, axis=0))[::2]
+    np.testing.assert_array_equal(chain.forward_dynamics(strided, v, tau), accelerations)
+
+
 def test_external_forces_act_as_wrenches(rng):
     """A force on a link is -J^T f in the torques (J the link's Jacobian in its own
     frame); on a fixed base's root it moves nothing."""

@@ -14,8 +14,9 @@ included, which is read normalised):
 - inverse dynamics: tangent and VJP are `_rnea.py`'s sweeps;
 - mass matrix: column l is the RNEA of `a = e_l` without velocity or gravity, so its
   tangent and VJP are that RNEA's, one sweep per column;
-- forward dynamics: `a = M^-1 (tau - b)`, with `M = L L^T` by Cholesky (a mimic joint
-  couples its master's branches, which an articulated-body recursion cannot take); its
+- forward dynamics: `a = M^-1 (tau - b)`. Its value runs the articulated-body algorithm
+  (`_articulated.py`), or, where a mimic joint couples its master's branches (which that
+  recursion cannot take), factors M; its closed forms factor `M = L L^T` by Cholesky; its
   tangent is `M^-1 (dtau - dRNEA(q, v, a)[dq, dv, df])`, its VJP `λ = M^-1 g` and then
   `-RNEA_vjp(λ)` for q, v and the forces, `λ` for tau;
 - the partials: `dtau/dq`, `dtau/dv` and `M` in one pass of Carpentier and Mansard's
@@ -23,7 +24,8 @@ included, which is read normalised):
   at `a = FD(q, v, tau)`, `M^-1` from the factor below. They are not differentiable
   (see `dynamics_op`).
 
-Forward dynamics' value and the partials factor M along the tree, `M = L^T D L`
+The partials (and forward dynamics' value on a tree with a mimic joint) factor M along
+the tree, `M = L^T D L`
 (`_tree_factor.py`: the pairs of a coordinate and its ancestors only); the closed forms,
 which the second derivatives differentiate with Warp's adjoint, run a dense Cholesky over
 loops of fixed bound (`_dense.py`).
@@ -40,6 +42,7 @@ from .._define import define_op
 from .._op import Op, Operand
 from ..ops.quaternion import quat_conjugate, quat_multiply, vector_part
 from . import _inertia
+from ._articulated import articulated_body
 from ._dense import cholesky, cholesky_solve, symmetric_times_sparse_forward_only
 from ._rnea import (
     component,
@@ -51,6 +54,7 @@ from ._rnea import (
 )
 from ._rnea_partials import rnea_partials
 from ._tree_factor import (
+    joints_own_coordinates,
     tree_factor_forward_only,
     tree_inverse_forward_only,
     tree_slots,
@@ -164,9 +168,18 @@ def forward_solution_forward_only(
 
 
 @wp.func
-def forward_dynamics(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any):
+def factored_forward_dynamics(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any):
     a, factor, order, parents = forward_solution_forward_only(q, v, tau, forces, bodies, frames)
     return a
+
+
+@wp.func
+def forward_dynamics(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames: Any):
+    """The articulated-body recursion where the joints own their coordinates (O(n)), the
+    factored mass matrix where a mimic joint couples branches."""
+    if joints_own_coordinates(q, v, bodies):
+        return articulated_body(q, v, tau, forces, bodies, frames)
+    return factored_forward_dynamics(q, v, tau, forces, bodies, frames)
 
 
 @wp.func

@@ -30,6 +30,23 @@ from ._rnea import coordinate, floating
 
 
 @wp.func
+def joints_own_coordinates(q: Any, template: Any, bodies: Any):
+    """Whether the joints map one to one onto the coordinates after the root's (no mimic
+    joint): the trees the articulated-body recursion and the tree factor take."""
+    base = floating(q, template)
+    own = int(1)  # noqa: UP018 (a variable, not a constant, to Warp)
+    if len(bodies) - 1 + 6 * base != len(template):
+        own = 0
+    seen = wp.vector(length=len(template), dtype=wp.int32)
+    for i in range(1, len(bodies)):
+        k = coordinate(bodies[i], template, base)
+        if seen[k] != 0:
+            own = 0
+        seen[k] = 1
+    return own != 0
+
+
+@wp.func
 def tree_slots(q: Any, template: Any, bodies: Any):
     """Each slot's coordinate and parent slot (-1 for none), len(template) of each."""
     n = len(template)
@@ -39,19 +56,11 @@ def tree_slots(q: Any, template: Any, bodies: Any):
     for s in range(n):
         order[s] = s
         parents[s] = s - 1
-    if len(bodies) - 1 + 6 * base == n:
-        seen = wp.vector(length=len(template), dtype=wp.int32)
-        tree = int(1)  # noqa: UP018 (a variable, not a constant, to Warp)
+    if joints_own_coordinates(q, template, bodies):
         for i in range(1, len(bodies)):
-            k = coordinate(bodies[i], template, base)
-            if seen[k] != 0:
-                tree = 0
-            seen[k] = 1
-        if tree != 0:
-            for i in range(1, len(bodies)):
-                row = bodies[i]
-                order[i - 1 + 6 * base] = coordinate(row, template, base)
-                parents[i - 1 + 6 * base] = row_parent(row, i) - 1 + 6 * base
+            row = bodies[i]
+            order[i - 1 + 6 * base] = coordinate(row, template, base)
+            parents[i - 1 + 6 * base] = row_parent(row, i) - 1 + 6 * base
     return order, parents
 
 
