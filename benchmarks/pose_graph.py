@@ -1,6 +1,7 @@
 """Pose-graph optimisation on the standard graphs: xform (PyTorch, JAX) against GTSAM.
 
     python -m benchmarks.pose_graph [--graphs NAME ...] [--repeats N] [--out FILE.json]
+    python -m benchmarks.pose_graph --compiled --graphs tinyGrid3D smallGrid3D [--out ...]
 
 For every graph (default: all of `../shared/data/pose_graphs`), from the chordal start:
 - xform through PyTorch and through JAX (interop_examples/pose_graph.py's `run`): chi2,
@@ -13,6 +14,9 @@ For every graph (default: all of `../shared/data/pose_graphs`), from the chordal
 - GTSAM's error of the vertices xform writes, against GTSAM's best (the lower of LM from
   the file's vertices and from its chordal start, to a relative decrease of 1e-12);
 - for the 3D graphs, SE-Sync's objective at xform's solution against its certified f*.
+
+With `--compiled`: JAX with the whole solve compiled as one function (no Python between
+iterations), the LM alone against GTSAM's LM (`compiled_comparison`).
 
 Each timing is the median of `--repeats` runs after one untimed warm-up run (which loads
 Warp's kernels and compiles JAX's functions; that first run's time is reported too, and
@@ -290,6 +294,60 @@ def edge_comparison(name: str, repeats: int) -> dict:
     return row
 
 
+def compiled_comparison(name: str, repeats: int) -> dict:
+    """JAX with the whole Levenberg-Marquardt solve compiled as one function
+    (`posegraph.optimise.compiled_solve`), from xform's chordal start, against GTSAM's LM
+    from its own (both with their default stopping rules, as in `benchmark`): the first
+    call (compilation, or loading it from JAX's cache on disk) and the median warm call,
+    the LM alone (the starts are not timed), interleaved with GTSAM's."""
+    from posegraph.initial import chordal
+    from posegraph.optimise import compiled_solve
+
+    path = DATA / f"{name}.g2o"
+    is_3d = read_g2o(path).dim == 3
+    fw = framework("jax")
+    problem = make_problem(read_g2o(path), fw)
+    arguments = (
+        element_in(fw, chordal(problem, fw)),
+        element_in(fw, problem.measurements).inverse(),
+        array_in(fw, problem.information),
+    )
+    solve = compiled_solve(problem, fw)
+    start = time.perf_counter()
+    _, chi2, iterations = fw.ready(solve(*arguments))
+    first = time.perf_counter() - start
+    compiled, gtsam_lm = [], []
+    for _ in range(repeats):
+        compiled.append(median_time(lambda: fw.ready(solve(*arguments)), budget=0.0))
+        gtsam_lm.append(gtsam_run(path, is_3d, None)["lm seconds"])
+    seconds, gtsam_seconds = statistics.median(compiled), statistics.median(gtsam_lm)
+    eager_runs = [xform_run(path, "jax") for _ in range(repeats + 1)][1:]  # warm
+    eager = {
+        "chi2": eager_runs[-1]["chi2"],
+        "lm seconds": statistics.median(r["seconds"] - r["init seconds"] for r in eager_runs),
+    }
+    row = {
+        "graph": name,
+        "unknowns": problem.group.tangent_dim * (problem.vertices - 1),
+        "chi2": float(chi2),
+        "eager chi2": eager["chi2"],
+        "iterations": int(iterations),
+        "first call seconds": first,
+        "lm seconds": seconds,
+        "eager lm seconds": eager["lm seconds"],
+        "gtsam lm seconds": gtsam_seconds,
+        "gtsam lm ratio": seconds / gtsam_seconds,
+        "gtsam lm ratio per round": [x / g for x, g in zip(compiled, gtsam_lm)],
+    }
+    print(
+        f"  {name} ({row['unknowns']} unknowns): JAX compiled LM {1e3 * seconds:.3f} ms "
+        f"({row['gtsam lm ratio']:.2f}x GTSAM's LM, {1e3 * gtsam_seconds:.3f} ms; eager "
+        f"{1e3 * row['eager lm seconds']:.2f} ms), first call {first:.2f} s, chi2 "
+        f"{row['chi2']:.12g} (eager {row['eager chi2']:.12g}), {row['iterations']} iterations"
+    )
+    return row
+
+
 def median_of(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
@@ -393,8 +451,24 @@ def main(argv=None) -> list[dict]:
     parser.add_argument("--graphs", nargs="+", default=GRAPHS, choices=GRAPHS)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, help="write the rows as JSON")
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="only JAX's whole solve compiled as one function against GTSAM's LM",
+    )
     args = parser.parse_args(argv)
     load = os.getloadavg()
+    if args.compiled:
+        print("== JAX, the whole solve compiled")
+        rows = [compiled_comparison(name, args.repeats) for name in args.graphs]
+        if args.out:
+            machine = {
+                "platform": platform.platform(),
+                "cpus": os.cpu_count(),
+                "load average before, after": [load, os.getloadavg()],
+            }
+            args.out.write_text(json.dumps({"machine": machine, "compiled": rows}, indent=1) + "\n")
+        return rows
     rows = benchmark(args.graphs, args.repeats)
     print("== sparse solvers")
     timed = [name for name in ("sphere2500", "parking-garage", "manhattan") if name in args.graphs]

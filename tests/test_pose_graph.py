@@ -530,6 +530,37 @@ def test_reaches_gtsam_optimum(tmp_path, name, framework_name):
     np.testing.assert_allclose(error, result.chi2 / 2, rtol=1e-8)
 
 
+def test_the_compiled_solve_reaches_the_eager_solves_optimum():
+    """JAX's whole solve as one compiled function (the device back end, traced): the same
+    iterations, chi2 and poses as the eager solve (the CPU's sparse back end) on
+    tinyGrid3D, and a second call that compiles nothing."""
+    pytest.importorskip("jax")
+    from posegraph.optimise import compiled_solve, optimise
+
+    fw = framework("jax")
+    problem = make_problem(read_g2o(DATA / "tinyGrid3D.g2o"), fw)
+    initial = chordal(problem, fw)
+    eager = optimise(problem, initial, fw, report=None)
+    solve = compiled_solve(problem, fw)
+    arguments = (
+        element_in(fw, initial),
+        element_in(fw, problem.measurements).inverse(),
+        array_in(fw, problem.information),
+    )
+    poses, chi2, iterations = solve(*arguments)
+    assert int(iterations) == eager.iterations
+    np.testing.assert_allclose(float(chi2), eager.chi2, rtol=1e-12)
+    np.testing.assert_allclose(to_numpy(poses.position), eager.poses.position, atol=1e-9)
+    np.testing.assert_allclose(
+        np.abs((to_numpy(poses.quaternion) * eager.poses.quaternion).sum(-1)), 1.0, atol=1e-12
+    )
+    assert solve._cache_size() == 1
+    solve(*arguments)
+    assert solve._cache_size() == 1
+    with pytest.raises(ValueError, match="a JAX framework"):
+        compiled_solve(problem, framework("torch"))
+
+
 def test_file_without_vertices_starts_from_odometry(tmp_path):
     """tinyGrid3D with its vertex lines removed: read, started from odometry (also under
     --init file), and optimised to the same optimum."""

@@ -76,6 +76,50 @@ def edge_jacobians(poses_i, poses_j, measurements_inverse, whitening):
     return residual, [jacobian_i, jacobian_j]
 
 
+def least_squares(problem: Problem, poses, measurements_inverse, information):
+    """The pose graph as an `optim.Problem` over `poses` (group elements of the solver's
+    framework): vertex 0 fixed, one cost for every edge. Returns it and its poses."""
+    graph = optim.Problem()
+    variables = graph.variables(poses, name="poses")
+    graph.fix(variables[0])
+    whitening = optim.sqrt_information(information, name="information")
+    graph.add(
+        edge_residual,
+        variables[problem.i],
+        variables[problem.j],
+        data=(measurements_inverse, whitening),
+        jacobian_fn=edge_jacobians,
+        name="edges",
+    )
+    return graph, variables
+
+
+SETTINGS = {
+    "damping": INITIAL_DAMPING,
+    "relative_decrease": RELATIVE_DECREASE,
+    "step_norm": STEP_NORM,
+    "max_iterations": MAX_ITERATIONS,
+}
+
+
+def compiled_solve(problem: Problem, fw):
+    """The whole Levenberg-Marquardt solve as one compiled JAX function of the initial
+    poses, the inverted measurements and the information: `(poses, chi2, iterations)`.
+    Traced, the solver runs its device back end (block-sparse normal equations, a dense
+    Cholesky for a small system) inside one `jax.jit`: no Python between iterations, which
+    pays where a graph is small (a sliding window's many solves); the first call compiles.
+    """
+    if fw.name != "jax":
+        raise ValueError(f"compiled_solve: a JAX framework, got {fw.name}")
+
+    def solve(poses, measurements_inverse, information):
+        graph, variables = least_squares(problem, poses, measurements_inverse, information)
+        result = optim.solve(graph, **SETTINGS)
+        return result.values(variables), 2.0 * result.cost, result.iterations
+
+    return fw.jit(solve)
+
+
 def optimise(
     problem: Problem,
     initial,
@@ -87,33 +131,17 @@ def optimise(
 ) -> Result:
     """Levenberg-Marquardt from `initial` (group objects over NumPy), in the framework
     `fw` on `device`."""
-    least_squares = optim.Problem()
-    poses = least_squares.variables(element_in(fw, initial, device), name="poses")
-    least_squares.fix(poses[0])
-    whitening = optim.sqrt_information(
-        array_in(fw, problem.information, device=device), name="information"
-    )
-    least_squares.add(
-        edge_residual,
-        poses[problem.i],
-        poses[problem.j],
-        data=(element_in(fw, problem.measurements, device).inverse(), whitening),
-        jacobian_fn=edge_jacobians,
-        name="edges",
+    graph, poses = least_squares(
+        problem,
+        element_in(fw, initial, device),
+        element_in(fw, problem.measurements, device).inverse(),
+        array_in(fw, problem.information, device=device),
     )
 
     def relabelled(line: str) -> None:  # the solver's cost is chi2 / 2
         report(line.replace("cost=", "half chi2="))
 
-    result = optim.solve(
-        least_squares,
-        damping=INITIAL_DAMPING,
-        relative_decrease=RELATIVE_DECREASE,
-        step_norm=STEP_NORM,
-        max_iterations=MAX_ITERATIONS,
-        solver=solver,
-        report=relabelled if report else None,
-    )
+    result = optim.solve(graph, **SETTINGS, solver=solver, report=relabelled if report else None)
     return Result(
         poses=result.values(poses).to_numpy(),
         chi2=2.0 * float(result.cost),
