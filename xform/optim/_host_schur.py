@@ -138,12 +138,15 @@ class Schur:
             (values[self.b_perm], self.b_indices, self.b_indptr), shape=(reduced, n_e * d)
         )
         k = self.block
-        c_bsr = sp.bsr_matrix(
-            (c_inverse, np.arange(n_e), np.arange(n_e + 1)), shape=(n_e * d,) * 2
+        # B C^-1 keeps B's pattern (C^-1 is block diagonal): each block of B, k rows of one
+        # eliminated variable's d columns, times that variable's inverse, in one batch
+        b_bsr = b.tobsr(blocksize=(k, d))
+        y = sp.bsr_matrix(
+            (np.matmul(b_bsr.data, c_inverse[b_bsr.indices]), b_bsr.indices, b_bsr.indptr),
+            shape=b_bsr.shape,
         )
-        b_bsr = b.tobsr(blocksize=(k, d)) if k > 1 else b
-        y = b_bsr @ c_bsr  # B C^-1
-        product = (y @ b_bsr.T).tocoo()
+        # SciPy's block product is several times faster than its scalar one from k = 3
+        product = (y @ b_bsr.T if k > 1 else y.tocsr() @ b.T).tocoo()
         # SciPy's product may leave out entries that come out zero: the slots are found
         # again whenever its pattern differs, in any entry, from the last one's
         key = self._product_key
