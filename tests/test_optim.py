@@ -264,7 +264,14 @@ def test_schur_complement_matches_the_full_system(rng, framework, solver):
             solver="superlu" if not eliminate else solver,
         )  # fmt: skip
         histories.append(result.history)
-    np.testing.assert_allclose(histories[0], histories[1], rtol=1e-7)
+    # At the optimum a step lowers the cost by ~1e-10 of it, the stopping rule's own size,
+    # so the two systems' rounding can decide one more (cost-neutral) step for either
+    full, reduced = histories
+    common = min(len(full), len(reduced))
+    assert abs(len(full) - len(reduced)) <= 1, (full, reduced)
+    np.testing.assert_allclose(full[:common], reduced[:common], rtol=1e-7)
+    np.testing.assert_allclose(full[common - 1 :], reduced[-1], rtol=1e-9)
+    np.testing.assert_allclose(reduced[common - 1 :], full[-1], rtol=1e-9)
 
 
 def test_a_structure_is_set_up_once_per_structure_and_never_stale(rng, monkeypatch):

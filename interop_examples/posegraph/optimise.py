@@ -109,8 +109,11 @@ def compiled_solve(problem: Problem, fw):
     Cholesky for a small system) inside one `jax.jit`: no Python between iterations, which
     pays where a graph is small (a sliding window's many solves); the first call compiles.
     """
-    if fw.name != "jax":
-        raise ValueError(f"compiled_solve: a JAX framework, got {fw.name}")
+    if not fw.traces:
+        raise ValueError(
+            f"compiled_solve: {fw.name} runs eagerly; it takes a framework that compiles a "
+            "traced function (JAX)"
+        )
 
     def solve(poses, measurements_inverse, information):
         graph, variables = least_squares(problem, poses, measurements_inverse, information)
