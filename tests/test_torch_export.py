@@ -68,3 +68,35 @@ def test_an_exported_module_differentiates_twice(rng):
     assert max(float(w.abs().max()) for w in want) > 0.1
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_a_saved_program_loads_and_runs_in_a_fresh_process(rng, tmp_path):
+    """A program exported and saved here runs in another process that imports the adapter
+    and loads it: its custom ops, registered when Dynamo loads (the adapter's import does
+    not load Dynamo; `torch.export.load` does, before it reads an op), are found."""
+    import subprocess
+    import sys
+    import textwrap
+
+    args = _args(rng)
+    path = tmp_path / "poses.pt2"
+    torch.export.save(torch.export.export(Poses(), args), path)
+    inputs, expected = tmp_path / "inputs.pt", tmp_path / "expected.pt"
+    torch.save(args, inputs)
+    torch.save(Poses()(*args), expected)
+    code = textwrap.dedent(
+        f"""
+        import sys, torch
+        import xform.backends.torch
+        assert "torch._dynamo" not in sys.modules
+        module = torch.export.load({str(path)!r}).module()
+        got = module(*torch.load({str(inputs)!r}))
+        for g, w in zip(got, torch.load({str(expected)!r})):
+            torch.testing.assert_close(g, w, rtol=0, atol=0)
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("ok")

@@ -91,9 +91,21 @@ def _register_custom_ops(op: Op) -> CustomOps:
     return CustomOps(forward, jvp, vjp)
 
 
-# Every op's custom ops, registered as soon as the op exists (registering inside a
-# region that torch.compile traces would break the trace).
+# Every op's custom ops. Only a trace calls them (torch.compile, torch.export, loading an
+# exported program), and each of those imports torch._dynamo first; registering 550 of
+# them costs ~1.5 s (4 ms each), so they wait for that import (`_MarkWhenDynamoLoads`),
+# where the marks below wait too, and are made before anything is traced (registering
+# inside a region that torch.compile traces would break the trace).
 CUSTOM_OPS: dict[Op, CustomOps] = {}
+_UNREGISTERED: list[Op] = []
+
+
+def register_custom_ops(op: Op) -> None:
+    """`op`'s custom ops now where Dynamo is loaded, else at its import."""
+    if _DYNAMO in sys.modules:
+        CUSTOM_OPS[op] = _register_custom_ops(op)
+    else:
+        _UNREGISTERED.append(op)
 
 
 def _as_list(results) -> list[torch.Tensor]:
@@ -149,8 +161,8 @@ def _allow_in_graph(call: Callable) -> Callable:
 
 
 class _MarkWhenDynamoLoads(importlib.abc.MetaPathFinder):
-    """An import hook that lets torch._dynamo load as usual, then marks the waiting
-    functions; it removes itself at that import."""
+    """An import hook that lets torch._dynamo load as usual, then registers the waiting
+    custom ops and marks the waiting functions; it removes itself at that import."""
 
     def find_spec(self, name, path, target=None):
         if name != _DYNAMO:
@@ -167,6 +179,9 @@ class _MarkWhenDynamoLoads(importlib.abc.MetaPathFinder):
             except BaseException:
                 sys.meta_path.insert(0, self)  # a later import tries again
                 raise
+            while _UNREGISTERED:
+                op = _UNREGISTERED.pop()
+                CUSTOM_OPS[op] = _register_custom_ops(op)
             while _UNMARKED:
                 torch.compiler.allow_in_graph(_UNMARKED.pop())
 

@@ -49,7 +49,7 @@ from xform._registry import on_define
 from xform.ops import COMPOSITES, OPS
 
 from ._torch_autograd import _refuse_tracing, _unpack, op_function
-from ._torch_compile import CUSTOM_OPS, _register_custom_ops, _traced_call
+from ._torch_compile import _traced_call, register_custom_ops
 from ._torch_kernels import _check_buffers
 
 __all__ = [
@@ -147,13 +147,13 @@ def _compiled_call(traced, operands, result_buffers):
 
 
 def function(op: Op):
-    """The PyTorch function of `op`, built-in or made by `xform.define_op` (made, and its
-    custom ops registered, when the op is defined, or when this module is imported)."""
+    """The PyTorch function of `op`, built-in or made by `xform.define_op` (made when the
+    op is defined, or when this module is imported; its custom ops when Dynamo loads)."""
     return op.adapters["torch"]
 
 
 def _adopt(op: Op) -> None:
-    CUSTOM_OPS[op] = _register_custom_ops(op)
+    register_custom_ops(op)
     op.adapters["torch"] = _make_functional(op)
 
 
