@@ -458,16 +458,20 @@ def main(argv=None) -> list[dict]:
     )
     args = parser.parse_args(argv)
     load = os.getloadavg()
-    if args.compiled:
-        print("== JAX, the whole solve compiled")
-        rows = [compiled_comparison(name, args.repeats) for name in args.graphs]
+
+    def write(**parts) -> None:
         if args.out:
             machine = {
                 "platform": platform.platform(),
                 "cpus": os.cpu_count(),
                 "load average before, after": [load, os.getloadavg()],
             }
-            args.out.write_text(json.dumps({"machine": machine, "compiled": rows}, indent=1) + "\n")
+            args.out.write_text(json.dumps({"machine": machine, **parts}, indent=1) + "\n")
+
+    if args.compiled:
+        print("== JAX, the whole solve compiled")
+        rows = [compiled_comparison(name, args.repeats) for name in args.graphs]
+        write(compiled=rows)
         return rows
     rows = benchmark(args.graphs, args.repeats)
     print("== sparse solvers")
@@ -475,14 +479,7 @@ def main(argv=None) -> list[dict]:
     solvers = [solver_comparison(name, args.repeats) for name in timed]
     print("== the edges' whitened residuals and Jacobians")
     edges = [edge_comparison(name, args.repeats) for name in timed]
-    if args.out:
-        machine = {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "load average before, after": [load, os.getloadavg()],
-        }
-        document = {"machine": machine, "rows": rows, "solvers": solvers, "edges": edges}
-        args.out.write_text(json.dumps(document, indent=1) + "\n")
+    write(rows=rows, solvers=solvers, edges=edges)
     return rows
 
 
