@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import sys
+import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -98,14 +99,41 @@ def _register_custom_ops(op: Op) -> CustomOps:
 # inside a region that torch.compile traces would break the trace).
 CUSTOM_OPS: dict[Op, CustomOps] = {}
 _UNREGISTERED: list[Op] = []
+_FAILED: dict[Op, Exception] = {}  # an op whose registration failed at Dynamo's import
+_REGISTERING = threading.Lock()  # an op defined on one thread as Dynamo loads on another
 
 
 def register_custom_ops(op: Op) -> None:
-    """`op`'s custom ops now where Dynamo is loaded, else at its import."""
-    if _DYNAMO in sys.modules:
-        CUSTOM_OPS[op] = _register_custom_ops(op)
-    else:
-        _UNREGISTERED.append(op)
+    """`op`'s custom ops now where Dynamo is loaded, else at its import. Its name is
+    checked against torch's schema parser now: a name torch refuses fails its
+    `define_op`, as it did when the ops were registered at once."""
+    torch._C.parse_schema(f"xform::{op.key}(Tensor operand0, int prefix) -> Tensor")
+    with _REGISTERING:
+        if _DYNAMO in sys.modules:
+            CUSTOM_OPS[op] = _register_custom_ops(op)
+        else:
+            _UNREGISTERED.append(op)
+
+
+def _register_waiting() -> None:
+    """The waiting ops' custom ops (at Dynamo's import). One op that fails is kept with
+    its error, raised when a trace reaches it; the others, and torch.compile, still work."""
+    with _REGISTERING:
+        while _UNREGISTERED:
+            op = _UNREGISTERED.pop()
+            try:
+                CUSTOM_OPS[op] = _register_custom_ops(op)
+            except Exception as error:
+                _FAILED[op] = error
+
+
+def _custom_ops(op: Op) -> CustomOps:
+    if op in _FAILED:
+        raise TypeError(
+            f"xform.backends.torch: {op.name} cannot be traced (torch.compile, torch.export): "
+            f"its torch.library custom ops failed to register: {_FAILED[op]}"
+        ) from _FAILED[op]
+    return CUSTOM_OPS[op]
 
 
 def _as_list(results) -> list[torch.Tensor]:
@@ -113,15 +141,15 @@ def _as_list(results) -> list[torch.Tensor]:
 
 
 def _dispatched_forward(op: Op, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor]:
-    return _as_list(CUSTOM_OPS[op].forward(*operands, prefix))
+    return _as_list(_custom_ops(op).forward(*operands, prefix))
 
 
 def _dispatched_vjp(op: Op, operands, cotangents, needed, prefix: int = 0):
-    return CUSTOM_OPS[op].vjp(*operands, *cotangents, list(needed), prefix)
+    return _custom_ops(op).vjp(*operands, *cotangents, list(needed), prefix)
 
 
 def _dispatched_jvp(op: Op, operands, tangents, prefix: int = 0) -> list[torch.Tensor]:
-    return _as_list(CUSTOM_OPS[op].jvp(*operands, *tangents, prefix))
+    return _as_list(_custom_ops(op).jvp(*operands, *tangents, prefix))
 
 
 # Traced (torch.compile): the kernels as custom ops, which the trace records as nodes.
@@ -179,9 +207,7 @@ class _MarkWhenDynamoLoads(importlib.abc.MetaPathFinder):
             except BaseException:
                 sys.meta_path.insert(0, self)  # a later import tries again
                 raise
-            while _UNREGISTERED:
-                op = _UNREGISTERED.pop()
-                CUSTOM_OPS[op] = _register_custom_ops(op)
+            _register_waiting()
             while _UNMARKED:
                 torch.compiler.allow_in_graph(_UNMARKED.pop())
 
