@@ -332,8 +332,9 @@ def test_a_build_failure_names_the_op_and_its_declaration(rng):
 
 
 def test_define_op_checks_its_arguments():
-    with pytest.raises(ValueError, match="must be a Python identifier"):
-        xform.define_op("not a name", polar, {"vector": (3,)}, {"length": ()})
+    for name in ("not a name", "cuadrado_ñ"):  # the second: no C++ symbol, no torch schema
+        with pytest.raises(ValueError, match="must be an ASCII Python identifier"):
+            xform.define_op(name, polar, {"vector": (3,)}, {"length": ()})
     for work in (0.5, "2", True, float("nan")):
         with pytest.raises(ValueError, match="work must be a number of at least 1"):
             xform.define_op("bad", polar, {"vector": (3,)}, POLAR_RESULTS, work=work)
@@ -352,7 +353,7 @@ def test_define_op_checks_its_arguments():
         xform.define_op("bad", polar, {"vector": (3,)}, {"length": ()}, tangent=scaled_rotate)
     with pytest.raises(ValueError, match="no op named 'polar'; the built-in ops are"):
         xform.vjp("polar", [np.ones(3)], np.ones(()))
-    with pytest.raises(ValueError, match="is not a Python identifier"):
+    with pytest.raises(ValueError, match="is not an ASCII Python identifier"):
         xform.define_op("bad", polar, {"lambda": (3,)}, {"length": ()})
     batch = xform.Operand((3,), ("B", "B"))
     with pytest.raises(ValueError, match="a group twice"):

@@ -42,7 +42,7 @@ def _specs(name: str, kind: str, specs: Mapping[str, Any], cls) -> list:
     out = []
     for key, spec in specs.items():
         if not _is_name(key):
-            raise _error(name, f"{kind} name {key!r} is not a Python identifier")
+            raise _error(name, f"{kind} name {key!r} is not an ASCII Python identifier")
         what = f"{cls.__name__.lower()} '{key}'"
         if not isinstance(spec, cls):
             spec = cls(_element_shape(name, what, spec))
@@ -134,7 +134,7 @@ def define_op(
     `wp.grad`), it is differentiable twice in every framework (`_second_order.py`).
     """
     if not _is_name(name):
-        raise ValueError(f"xform.define_op: name {name!r} must be a Python identifier")
+        raise ValueError(f"xform.define_op: name {name!r} must be an ASCII Python identifier")
     operand_specs = _specs(name, "operands", operands, Operand)
     result_specs = _specs(name, "results", results, Result)
     n, r = len(operand_specs), len(result_specs)
@@ -181,7 +181,7 @@ def define_op(
         )  # fmt: skip
     bad = [b for b in (*result_buffers, *gradient_buffers) if not _is_name(b)]
     if bad:
-        raise _error(name, f"buffer names {bad} are not Python identifiers")
+        raise _error(name, f"buffer names {bad} are not ASCII Python identifiers")
     definition = (
         name,
         function_print(function),
@@ -223,7 +223,14 @@ def define_op(
 
 
 def _is_name(name) -> bool:
-    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
+    """A name the generated code can carry: an ASCII Python identifier (it becomes a C++
+    symbol in Warp's kernels and a `torch.library` schema name)."""
+    return (
+        isinstance(name, str)
+        and name.isascii()
+        and name.isidentifier()
+        and not keyword.iskeyword(name)
+    )
 
 
 def _check_layouts(name: str, operands: list[Operand], results: list[Result], runs: bool) -> None:
