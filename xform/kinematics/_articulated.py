@@ -27,13 +27,12 @@ from ._rnea import (
     body_state,
     coordinate,
     floating,
-    frame_pose,
     gravity_in_base,
-    nonzero,
+    less_external_forces,
     root_part,
     set_root_part,
 )
-from ._spatial import cross_force, cross_motion, force_moved, inertia_apply, spatial
+from ._spatial import cross_force, cross_motion, inertia_apply, spatial
 
 
 @wp.func
@@ -76,11 +75,7 @@ def articulated_body(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, frames:
         for r in range(6):
             for c in range(6):
                 articulated[i, 6 * r + c] = own[r, c]
-    for link in range(len(frames)):
-        force = forces[link]
-        if nonzero(force):
-            body, position, quaternion = frame_pose(frames, link, positions, quaternions)
-            pushes[body] = pushes[body] - force_moved(position, quaternion, force)
+    pushes = less_external_forces(pushes, forces, frames, positions, quaternions)
     for step in range(1, n):
         i = n - step
         row = bodies[i]

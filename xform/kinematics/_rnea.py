@@ -213,6 +213,18 @@ def nonzero(x: Any):
 
 
 @wp.func
+def less_external_forces(f: Any, forces: Any, frames: Any, positions: Any, quaternions: Any):
+    """Each body's force f minus the external forces on its links (each given in its
+    link's frame), in the base frame."""
+    for link in range(len(frames)):
+        force = forces[link]
+        if nonzero(force):
+            body, position, quaternion = frame_pose(frames, link, positions, quaternions)
+            f[body] = f[body] - force_moved(position, quaternion, force)
+    return f
+
+
+@wp.func
 def rnea_state(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, scale: Any):
     """The forward sweep's values: each body's pose, S_i and inertia (`body_state`), its
     velocity and acceleration, its subtree's force F_i (external forces included), gravity
@@ -248,11 +260,7 @@ def rnea_state(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, sc
         momenta[i] = h
         pushes[i] = push
         f[i] = push + cross_force(vi, h)
-    for link in range(len(frames)):
-        force = forces[link]
-        if nonzero(force):
-            body, position, quaternion = frame_pose(frames, link, positions, quaternions)
-            f[body] = f[body] - force_moved(position, quaternion, force)
+    f = less_external_forces(f, forces, frames, positions, quaternions)
     for step in range(1, n):
         i = n - step
         parent = row_parent(bodies[i], i)
