@@ -6,6 +6,8 @@ test_dynamics_robots.py); the closed-form derivatives against central difference
 (gradcheck, forward AD, torch.func, torch.compile) and JAX (check_grads, jit, vmap, jvp),
 second order in both; float32; 0-d, broadcast and empty batches; bad input."""
 
+from typing import Any
+
 import numpy as np
 import pytest
 from dynamics_reference import PinocchioReference, quaternion_matrix, random_state, relative
@@ -321,6 +323,53 @@ def test_articulated_body_matches_pinocchio(floating, rng):
     assert empty.shape == (0, chain.nv)
     strided = np.asfortranarray(np.repeat(q, 2, axis=0))[::2]
     np.testing.assert_array_equal(chain.forward_dynamics(strided, v, tau), accelerations)
+
+
+@pytest.mark.parametrize("floating", BASES)
+def test_forward_dynamics_takes_each_way_where_it_should(floating, rng):
+    """The articulated-body recursion and the factored mass matrix as ops of their own, on
+    the chain's arguments: ABA where the joints own their coordinates (equal to the
+    factored solve there), the factor where a mimic joint couples branches; and the choice
+    `forward_dynamics` makes between them (`joints_own_coordinates`)."""
+    import warp as wp
+
+    from xform._op import Operand
+    from xform.kinematics import _articulated, _dynamics, _inertia, _tree_factor
+
+    @wp.func
+    def owns(q: Any, v: Any, bodies: Any):
+        return wp.where(
+            _tree_factor.joints_own_coordinates(q, v, bodies), type(q[0])(1.0), type(q[0])(0.0)
+        )
+
+    for text, own in ((OWN_TREE, True), (TREE, False)):
+        chain = Chain.from_urdf(text, floating_base=floating)
+        nq, nv, links = chain.nq, chain.nv, chain.n_links
+        bodies = Operand((len(chain.dynamics.bodies), _inertia.BODY_COLUMNS), batch=())
+        frames = Operand((links, _inertia.FRAME_COLUMNS), batch=())
+        operands = {"q": (nq,), "v": (nv,), "tau": (nv,), "forces": (links, 6),
+                    "bodies": bodies, "frames": frames}  # fmt: skip
+        name = f"test_fd_{'own' if own else 'mimic'}_{int(floating)}"
+        ways = {
+            way: xform.define_op(f"{name}_{way}", function, operands, {"a": (nv,)},
+                                 differentiable=(), max_unroll=1)  # fmt: skip
+            for way, function in (("aba", _articulated.articulated_body),
+                                  ("factor", _dynamics.factored_forward_dynamics))  # fmt: skip
+        }
+        chooses = xform.define_op(f"{name}_owns", owns, {"q": (nq,), "v": (nv,), "bodies": bodies},
+                                  {"own": ()}, differentiable=())  # fmt: skip
+        q, v, _, forces = inputs(chain, rng)
+        tau = rng.normal(size=(3, nv))
+        arguments = chain.dynamics_arguments("forward_dynamics", q, v, tau, forces)
+        chosen = chain.forward_dynamics(q, v, tau, forces)
+        want = PinocchioReference(chain, text)
+        for b in range(3):
+            assert relative(chosen[b], want.forward_dynamics(q[b], v[b], tau[b], forces[b])) < 1e-10
+        np.testing.assert_array_equal(chooses(q, v, arguments[4]), float(own))
+        np.testing.assert_array_equal(chosen, ways["aba" if own else "factor"](*arguments))
+        if own:
+            np.testing.assert_allclose(ways["aba"](*arguments), ways["factor"](*arguments),
+                                       rtol=1e-10, atol=1e-10)  # fmt: skip
 
 
 def test_external_forces_act_as_wrenches(rng):
