@@ -274,6 +274,23 @@ def test_schur_complement_matches_the_full_system(rng, framework, solver):
     np.testing.assert_allclose(reduced[common - 1 :], full[-1], rtol=1e-9)
 
 
+def test_schur_complement_with_b_in_single_rows(rng, monkeypatch):
+    """The sparse complement where B's rows cannot be taken in blocks (reduced variables
+    whose sizes share no divisor: SciPy's scalar product), as the full system's steps."""
+    from xform.optim import _host, _host_schur
+
+    monkeypatch.setattr(_host, "_STRUCTURES", _host.Structures())  # no set-up kept from before
+    original, blocks = _host_schur.Schur._sparse_init, []
+
+    def single_rows(self, b_rows, b_cols, a_rows, a_cols, block, solver):
+        original(self, b_rows, b_cols, a_rows, a_cols, 1, solver)
+        blocks.append(self.block)
+
+    monkeypatch.setattr(_host_schur.Schur, "_sparse_init", single_rows)
+    test_schur_complement_matches_the_full_system(rng, "torch", "superlu")
+    assert blocks and set(blocks) == {1}
+
+
 def test_a_structure_is_set_up_once_per_structure_and_never_stale(rng, monkeypatch):
     """Solves of one structure (new problems each) share its set-up; a problem with the same
     sizes but other index arrays or other fixed variables gets its own, and every solve

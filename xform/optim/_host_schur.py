@@ -142,7 +142,12 @@ class Schur:
         # eliminated variable's d columns, times that variable's inverse, in one batch
         b_bsr = b.tobsr(blocksize=(k, d))
         y = sp.bsr_matrix(
-            (np.matmul(b_bsr.data, c_inverse[b_bsr.indices]), b_bsr.indices, b_bsr.indptr),
+            # its own index arrays: SciPy may sort a matrix's indices in place
+            (
+                np.matmul(b_bsr.data, c_inverse[b_bsr.indices]),
+                b_bsr.indices.copy(),
+                b_bsr.indptr.copy(),
+            ),
             shape=b_bsr.shape,
         )
         # SciPy's block product is several times faster than its scalar one from k = 3
