@@ -750,6 +750,46 @@ def test_adapter_import_leaves_dynamo_unloaded_until_compile():
     assert result.stdout.strip().endswith("ok")
 
 
+def test_an_op_whose_custom_ops_fail_leaves_the_others_compiling():
+    """In a fresh process: one op's registration failing at Dynamo's import leaves
+    torch.compile working for the others, and compiling that op raises, naming it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys, torch
+        import xform.backends.torch as xt
+        from xform.backends import _torch_compile
+        assert "torch._dynamo" not in sys.modules
+        original = _torch_compile._register_custom_ops
+
+        def failing(op):
+            if op.name == "so3_log":
+                raise RuntimeError("planted")
+            return original(op)
+
+        _torch_compile._register_custom_ops = failing
+        omega = torch.randn(4, 3, dtype=torch.float64)
+        compiled = torch.compile(xt.so3_exp, fullgraph=True, backend="aot_eager")(omega)
+        torch.testing.assert_close(compiled, xt.so3_exp(omega))
+        try:
+            torch.compile(xt.so3_log, fullgraph=True, backend="aot_eager")(compiled)
+        except Exception as error:
+            assert "so3_log cannot be traced" in str(error) and "planted" in str(error), error
+        else:
+            raise AssertionError("compiling so3_log did not raise")
+        print("ok")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
+
+
 def test_func_jvp_inside_compile_issue_example(rng):
     """The reported case, through the default backend (inductor): a batch of identities,
     whose tangent is far from zero."""
