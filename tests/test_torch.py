@@ -767,6 +767,33 @@ def test_dynamo_loads_at_the_first_compile_and_a_failing_op_leaves_the_others():
     assert result.stdout.strip().endswith("ok")
 
 
+def test_a_derivative_custom_op_is_not_differentiated_itself(rng):
+    """The JVP and VJP custom ops (what a trace records; the Function around them
+    differentiates them) have no derivative of their own: called where autograd records,
+    they raise, where torch's fallback would warn and drop the gradient; with grad off
+    they give the op's derivative."""
+    import torch._dynamo  # noqa: F401  (the custom ops are registered at its import)
+
+    from xform.backends._torch_compile import CUSTOM_OPS
+
+    (so3_exp,) = [op for op in CUSTOM_OPS if op.name == "so3_exp"]
+    custom = CUSTOM_OPS[so3_exp]
+    omega = torch.from_numpy(rng.normal(size=(4, 3))).requires_grad_(True)
+    tangent = torch.from_numpy(rng.normal(size=(4, 3)))
+    cotangent = torch.from_numpy(rng.normal(size=(4, 4)))
+    with pytest.raises(RuntimeError, match="has no derivative of its own"):
+        custom.vjp(omega, cotangent, [True], 0)
+    with pytest.raises(RuntimeError, match="has no derivative of its own"):
+        custom.jvp(omega, tangent, 0)
+    with torch.no_grad():
+        (gradient,) = custom.vjp(omega, cotangent, [True], 0)
+        tangent_out = custom.jvp(omega, tangent, 0)
+    (expected,) = torch.autograd.grad(xt.so3_exp(omega), omega, cotangent)
+    torch.testing.assert_close(gradient, expected, rtol=1e-12, atol=1e-14)
+    _, expected = torch.func.jvp(xt.so3_exp, (omega.detach(),), (tangent,))
+    torch.testing.assert_close(tangent_out, expected, rtol=1e-12, atol=1e-14)
+
+
 def test_func_jvp_inside_compile_issue_example(rng):
     """The reported case, through the default backend (inductor): a batch of identities,
     whose tangent is far from zero."""

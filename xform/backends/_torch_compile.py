@@ -42,10 +42,16 @@ def _register_custom_ops(op: Op) -> CustomOps:
 
     def define(namespace: str, arguments: str, returns: str, kernel, fake):
         library = _library(namespace)
-        library.define(f"{op.key}({arguments}, int prefix) -> {returns}")
+        library.define(
+            f"{op.key}({arguments}, int prefix) -> {returns}",
+            tags=(torch.Tag.pt2_compliant_tag,),
+        )
+        overload = _OverloadByName(namespace, op.key)
+        if namespace != "xform":  # the forward's autograd is its VJP, registered below
+            library.impl(op.key, _underived(overload), "Autograd", with_keyset=True)
         library.impl(op.key, kernel, "CompositeExplicitAutograd")
         torch.library.register_fake(f"{namespace}::{op.key}", fake, lib=library)
-        return _OverloadByName(namespace, op.key)
+        return overload
 
     forward = define(
         "xform",
@@ -98,16 +104,42 @@ class _OverloadByName:
     def __init__(self, namespace: str, key: str):
         self.namespace, self.key, self.overload = namespace, key, None
 
-    def __call__(self, *args):
+    def resolved(self):
         if self.overload is None:
             self.overload = getattr(getattr(torch.ops, self.namespace), self.key).default
-        return self.overload(*args)
+        return self.overload
+
+    def __call__(self, *args):
+        return self.resolved()(*args)
+
+
+def _underived(overload: _OverloadByName):
+    """The Autograd kernel of a JVP or VJP custom op: the Function around it differentiates
+    it (its own backward is the op's next derivative), so called where autograd records,
+    it raises, where torch's fallback would warn and drop the gradient; elsewhere it
+    passes the call on below autograd. (`torch.library.custom_op` raised here too.)"""
+
+    def kernel(keyset, *args):
+        if torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in args
+        ):
+            raise RuntimeError(
+                f"{overload.namespace}::{overload.key} has no derivative of its own: "
+                "differentiate the xform op it belongs to (its Function), not this "
+                "custom op"
+            )
+        with torch._C._AutoDispatchBelowAutograd():
+            below = keyset & torch._C._after_autograd_keyset
+            return overload.resolved().redispatch(below, *args)
+
+    return kernel
 
 
 # The namespaces' fragments, kept for the life of the process (a Library that is
-# collected takes its registrations with it). `torch.library.custom_op` made the same
-# registrations at ~1.4 ms a custom op where `define`, `impl` and `register_fake` take
-# ~0.35 ms: all of them 1.85 s at Dynamo's import, now 0.74 s (NOTES 52).
+# collected takes its registrations with it). `torch.library.custom_op` registered the
+# same kernels, and more checks around them, at ~1.4 ms a custom op; `define`, `impl` and
+# `register_fake` take ~0.35 ms: all of them 1.85 s at Dynamo's import, now ~0.75 s
+# (NOTES 52).
 _LIBRARIES: dict[str, torch.library.Library] = {}
 
 
