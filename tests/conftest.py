@@ -32,31 +32,38 @@ def _cache_jax_compilations() -> None:
     """JAX's compilations kept on disk from run to run, as Warp keeps its kernels: the
     suite's JAX side is mostly XLA compiling small programs (tests/test_optim.py's JAX
     tests take 81 s cold, 37 s from the cache). Set through the environment before JAX is
-    imported, so that every child process of a test shares it. A folder per xdist worker:
-    JAX writes an entry unlocked unless its cache has a size bound, and with one, every
-    write reads the whole folder (the run slowed by half at some 8,000 entries); a
-    worker's children run while it waits. Past 2 GiB in all (the sampled op tables add
-    entries as they rotate), the cache starts again. XFORM_TEST_JAX_CACHE=off runs without
+    imported, so that a test's child processes share it (they run while their worker
+    waits). A folder per xdist worker, held under a lock for the worker's life: JAX writes
+    an entry unlocked unless its cache has a size bound, and with one, every write reads
+    the whole folder (the run slowed by half at some 8,000 entries). A folder that another
+    run holds leaves this worker without a cache; past 1 GiB (the sampled op tables add
+    entries as they rotate) a folder starts again. XFORM_TEST_JAX_CACHE=off runs without
     it, a path puts it there; a JAX_COMPILATION_CACHE_DIR of one's own is left alone."""
-    folder = os.environ.get("XFORM_TEST_JAX_CACHE", "").strip()
+    chosen = os.environ.get("XFORM_TEST_JAX_CACHE", "").strip()
     ours = os.environ.get("_XFORM_TEST_JAX_CACHE")
-    if folder.lower() == "off" or ("JAX_COMPILATION_CACHE_DIR" in os.environ and not ours):
+    if chosen.lower() == "off" or ("JAX_COMPILATION_CACHE_DIR" in os.environ and not ours):
         return
-    base = ours or folder or os.path.join(os.path.expanduser("~"), ".cache", "xform", "jax-tests")
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker is None and os.path.isdir(base):  # the controller, or a run without xdist
-        size = sum(
-            entry.stat().st_size
-            for sub in os.scandir(base) if sub.is_dir()
-            for entry in os.scandir(sub.path) if entry.is_file()
-        )  # fmt: skip
-        if size > 2 << 30:
-            shutil.rmtree(base, ignore_errors=True)
+    base = ours or chosen or os.path.join(os.path.expanduser("~"), ".cache", "xform", "jax-tests")
+    folder = os.path.join(base, os.environ.get("PYTEST_XDIST_WORKER", "main"))
+    try:
+        import fcntl
+
+        os.makedirs(base, exist_ok=True)
+        lock = open(folder + ".lock", "a")  # noqa: SIM115 (held until the process ends)
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (ImportError, OSError):  # not POSIX, or another run's worker holds the folder
+        os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+        return
+    _HELD_LOCKS.append(lock)
+    size = sum(e.stat().st_size for e in os.scandir(folder)) if os.path.isdir(folder) else 0
+    if size > 1 << 30:
+        shutil.rmtree(folder, ignore_errors=True)
     os.environ["_XFORM_TEST_JAX_CACHE"] = base
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(base, worker or "main")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
 
 
+_HELD_LOCKS: list = []
 _cache_jax_compilations()
 SHARE = 4  # a run takes one op in SHARE
 # The parameters along which a table is sampled: one value per op and run.

@@ -211,7 +211,8 @@ print("warnings:", [str(w.message) for w in caught])
 def run(env, tmp_path):
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(SCRIPT))
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", **env}
+    # (JAX's compilation cache off: an entry another run left half-written would warn.)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_ENABLE_COMPILATION_CACHE": "false", **env}
     done = subprocess.run(
         [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300
     )
