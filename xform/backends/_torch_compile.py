@@ -150,8 +150,8 @@ def _library(namespace: str) -> torch.library.Library:
 
 
 # Every op's custom ops. Only a trace calls them (torch.compile, torch.export, loading an
-# exported program), and each of those imports torch._dynamo first; registering 550 of
-# them costs ~0.7 s, so they wait for that import (`_MarkWhenDynamoLoads`),
+# exported program), and each of those imports torch._dynamo first; registering all 550
+# takes most of a second (`_LIBRARIES`), so they wait for that import (`_MarkWhenDynamoLoads`),
 # where the marks below wait too, and are made before anything is traced (registering
 # inside a region that torch.compile traces would break the trace).
 CUSTOM_OPS: dict[Op, CustomOps] = {}
