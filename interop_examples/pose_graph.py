@@ -74,8 +74,13 @@ def run(
             report("the file has no vertices: starting from odometry")
         init = "odometry"
     start = time.perf_counter()
-    # the chordal start is a CPU sparse solve: the host's solver, not a device one
-    initial = INITIALISATIONS[init](problem, fw, solver if solver in HOST_SOLVERS else None)
+    # The start reads NumPy, solves on the CPU (the host's sparse solver, not a device one)
+    # and returns NumPy: its few group operations run there too, on NumPy arrays, whatever
+    # framework optimises (through torch or JAX, their conversions cost ~3-5 ms on a small
+    # graph; benchmarks/NOTES.md 53).
+    initial = INITIALISATIONS[init](
+        problem, framework("numpy"), solver if solver in HOST_SOLVERS else None
+    )
     result = optimise(problem, initial, fw, device=device, solver=solver, report=report)
     seconds = time.perf_counter() - start
     if report:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import hashlib
 import math
 import threading
 import time
@@ -26,7 +25,7 @@ from ._linearise import lineariser, normal_blocks, plan
 from ._loop import Clock, Settings
 from ._problem import Problem, Variables, first_array, initial_values
 from ._result import Result, Timings
-from ._sparse import cost_pattern, make_solver, slot_blocks
+from ._sparse import cost_pattern, digest, make_solver, slot_blocks
 
 
 class HostSystem:
@@ -204,15 +203,11 @@ class Structures:
 
     def take(self, layout: Layout, columns, eliminate, solver) -> Structure:
         eliminated = None if eliminate is None else (eliminate.index, eliminate.tangent_dim)
-        digest = hashlib.blake2b(digest_size=16)
-        digest.update(repr((
-            layout.size, layout.reduced, solver, eliminated,
-            [s.tangent_dim for s in layout.sets], [[c.shape for c in cols] for cols in columns],
-        )).encode())  # fmt: skip
-        for cols in columns:
-            for c in cols:
-                digest.update(np.ascontiguousarray(c).data)
-        key = digest.digest()
+        key = digest(
+            (layout.size, layout.reduced, solver, eliminated, [s.tangent_dim for s in layout.sets],
+             [[c.shape for c in cols] for cols in columns]),
+            [c for cols in columns for c in cols],
+        )  # fmt: skip
         with self.lock:
             structure = self.kept.pop(key, None)
         if structure is None:

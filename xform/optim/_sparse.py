@@ -17,13 +17,16 @@ saves.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import ctypes
 import functools
+import hashlib
 import os
 import site
 import sys
+import threading
 import weakref
 from pathlib import Path
 
@@ -261,17 +264,48 @@ def cost_pattern(size: int, costs: list[tuple[np.ndarray, list[int]]]):
     return pattern, all_slots
 
 
+def digest(description, arrays) -> bytes:
+    """A key for what is worked out once from index arrays: a digest of `description`
+    (its repr: sizes, shapes, names) and of the arrays' bytes."""
+    hashed = hashlib.blake2b(repr(description).encode(), digest_size=16)
+    for array in arrays:
+        hashed.update(np.ascontiguousarray(array).data)
+    return hashed.digest()
+
+
+# The block patterns of recent graphs, by digest: a start or a sliding window builds the
+# same pattern solve after solve, at ~1-2 ms a small graph (benchmarks/NOTES.md 53).
+_BLOCK_PATTERNS: collections.OrderedDict = collections.OrderedDict()
+_BLOCK_PATTERNS_KEPT = 8
+_BLOCK_PATTERNS_LOCK = threading.Lock()
+
+
 def block_pattern(blocks: int, d: int, i: np.ndarray, j: np.ndarray):
     """The pattern of `sum_edges J^T J` for `d x d` blocks of `blocks` block-variables and
     edges (i, j) (an index < 0: a fixed block), and the slots of each edge's blocks (ii, ij,
     jj), each (m, d, d), in that order: `assemble(slots, concatenate of the blocks)`. Only
-    H_ij is given, so its entries above the diagonal go to their mirrors."""
+    H_ij is given, so its entries above the diagonal go to their mirrors. The last few
+    graphs' patterns are kept (shared and read-only: the same objects for the same edges)."""
+    i, j = np.asarray(i, np.int64), np.asarray(j, np.int64)
+    key = digest((blocks, d, i.shape, j.shape), (i, j))
+    with _BLOCK_PATTERNS_LOCK:
+        kept = _BLOCK_PATTERNS.get(key)
+        if kept is not None:
+            _BLOCK_PATTERNS.move_to_end(key)
+            return kept
     starts = np.stack([np.where(i >= 0, i * d, -1), np.where(j >= 0, j * d, -1)], axis=1)
     pattern, (slots,) = cost_pattern(blocks * d, [(starts, [d, d])])
     slots = slots.reshape(len(i), 2 * d, 2 * d)
     ij, ji = slots[:, :d, d:], np.swapaxes(slots[:, d:, :d], 1, 2)
     ij = np.where(ij < pattern.nnz, ij, ji)  # stored as H_ij, else as its mirror H_ji
-    return pattern, np.concatenate([slots[:, :d, :d].ravel(), ij.ravel(), slots[:, d:, d:].ravel()])
+    slots = np.concatenate([slots[:, :d, :d].ravel(), ij.ravel(), slots[:, d:, d:].ravel()])
+    for array in (slots, pattern.indices, pattern.indptr, pattern.diagonal):
+        array.setflags(write=False)
+    with _BLOCK_PATTERNS_LOCK:
+        _BLOCK_PATTERNS[key] = pattern, slots
+        while len(_BLOCK_PATTERNS) > _BLOCK_PATTERNS_KEPT:
+            _BLOCK_PATTERNS.popitem(last=False)
+    return pattern, slots
 
 
 def _new_pardiso():
