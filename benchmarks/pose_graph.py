@@ -15,8 +15,10 @@ For every graph (default: all of `../shared/data/pose_graphs`), from the chordal
   the file's vertices and from its chordal start, to a relative decrease of 1e-12);
 - for the 3D graphs, SE-Sync's objective at xform's solution against its certified f*.
 
-With `--compiled`: JAX with the whole solve compiled as one function (no Python between
-iterations), the LM alone against GTSAM's LM (`compiled_comparison`).
+With `--compiled`: the LM alone against GTSAM's LM (`compiled_comparison`): JAX with the
+whole solve compiled as one function (no Python between iterations), the eager solves in
+JAX and torch, and on a graph small enough for a dense solve the eager floor in torch
+(`eager_floor`: the same algorithm by hand with the same ops and nothing else).
 
 Each timing is the median of `--repeats` runs after one untimed warm-up run (which loads
 Warp's kernels and compiles JAX's functions; that first run's time is reported too, and
@@ -52,6 +54,7 @@ from posegraph.framework import array_in, element_in, framework, indices_in  # n
 from posegraph.problem import make_problem  # noqa: E402
 
 from benchmarks.run import median_time  # noqa: E402
+from xform.optim._installed import DENSE_BELOW  # noqa: E402
 from xform.optim._sparse import available_solvers  # noqa: E402
 from xform.optim.g2o import read_g2o  # noqa: E402
 
@@ -294,6 +297,79 @@ def edge_comparison(name: str, repeats: int) -> dict:
     return row
 
 
+def eager_floor(problem, start_poses, fw):
+    """The least an eager Levenberg-Marquardt solve of a small graph costs in `fw`: the
+    solver's algorithm (the damping from 1e-10 of diag(H), a third smaller after a good step
+    and ten times larger after a rejected one, where the solver follows Nielsen's rule: the
+    small graphs reject no step; the example's stopping rule) written out by hand with the same ops and nothing else:
+    per linearisation the gathers of the edges' poses and the example's one edge kernel,
+    the normal equations dense by two `bincount`s, a dense Cholesky, and per step `exp`,
+    a product and a normalisation. No problem, layout, pattern, bounds, masks or timings:
+    what `xform.optim` adds to this is its generality. Returns `(poses, chi2,
+    iterations)`; meant for graphs below `DENSE_BELOW` unknowns."""
+    import scipy.linalg
+    from posegraph.edges import whitened_edges
+    from posegraph.optimise import INITIAL_DAMPING, MAX_ITERATIONS, RELATIVE_DECREASE
+
+    from xform import optim, to_numpy
+
+    n, d = problem.vertices, problem.group.tangent_dim
+    group = problem.group
+    i, j = indices_in(fw, problem.i), indices_in(fw, problem.j)
+    measurements_inverse = element_in(fw, problem.measurements).inverse()
+    whitening = optim.sqrt_information(array_in(fw, problem.information))
+    rows_i = problem.i[:, None] * d + np.arange(d)
+    rows_j = problem.j[:, None] * d + np.arange(d)
+
+    def entries(a, b):
+        return (a[:, :, None] * (n * d) + b[:, None, :]).ravel()
+
+    hessian_slots = np.concatenate(
+        [entries(rows_i, rows_i), entries(rows_i, rows_j), entries(rows_j, rows_i),
+         entries(rows_j, rows_j)]
+    )  # fmt: skip
+    gradient_slots = np.concatenate([rows_i.ravel(), rows_j.ravel()])
+
+    def linearise(poses):
+        r, j_i, j_j = (
+            to_numpy(x)
+            for x in whitened_edges(poses[i], poses[j], measurements_inverse, whitening)
+        )
+        return r, j_i, j_j, 0.5 * float(np.sum(r * r))
+
+    poses = element_in(fw, start_poses)
+    r, j_i, j_j, cost = linearise(poses)
+    damping, iterations = INITIAL_DAMPING, 0
+    for _ in range(MAX_ITERATIONS):
+        jt_i, jt_j = np.swapaxes(j_i, 1, 2), np.swapaxes(j_j, 1, 2)
+        blocks = [jt_i @ j_i, jt_i @ j_j, jt_j @ j_i, jt_j @ j_j]
+        hessian = np.bincount(
+            hessian_slots, np.concatenate([b.ravel() for b in blocks]), minlength=(n * d) ** 2
+        ).reshape(n * d, n * d)[d:, d:]  # vertex 0 fixed
+        gradient = np.bincount(
+            gradient_slots,
+            np.concatenate([(jt_i @ r[..., None]).ravel(), (jt_j @ r[..., None]).ravel()]),
+            minlength=n * d,
+        )[d:]
+        hessian[np.diag_indices_from(hessian)] *= 1.0 + damping
+        factor = scipy.linalg.cho_factor(hessian, lower=True, check_finite=False)
+        step = np.concatenate(
+            [np.zeros(d), scipy.linalg.cho_solve(factor, -gradient, check_finite=False)]
+        )
+        trial = (poses @ group.exp(array_in(fw, step.reshape(n, d)))).normalize()
+        trial_r, trial_j_i, trial_j_j, trial_cost = linearise(trial)
+        if trial_cost < cost:
+            decrease = (cost - trial_cost) / cost
+            poses, r, j_i, j_j, cost = trial, trial_r, trial_j_i, trial_j_j, trial_cost
+            iterations += 1
+            damping /= 3.0
+            if decrease < RELATIVE_DECREASE:
+                break
+        else:
+            damping *= 10.0
+    return poses, 2.0 * cost, iterations
+
+
 def compiled_comparison(name: str, repeats: int) -> dict:
     """JAX with the whole Levenberg-Marquardt solve compiled as one function
     (`posegraph.optimise.compiled_solve`), from xform's chordal start, against GTSAM's LM
@@ -307,7 +383,7 @@ def compiled_comparison(name: str, repeats: int) -> dict:
     is_3d = read_g2o(path).dim == 3
     fw = framework("jax")
     problem = make_problem(read_g2o(path), fw)
-    start_poses = chordal(problem, fw)
+    start_poses = chordal(problem, framework("numpy"))  # as the example starts
     arguments = (
         element_in(fw, start_poses),
         element_in(fw, problem.measurements).inverse(),
@@ -331,15 +407,37 @@ def compiled_comparison(name: str, repeats: int) -> dict:
         min_repeats=repeats,
     )
     eager_chi2 = eager[-1].chi2
+    # the same in torch, and the eager floor there (`eager_floor`), where it is dense
+    torch_fw = framework("torch")
+    torch_problem = make_problem(read_g2o(path), torch_fw)
+    torch_lm = median_time(
+        lambda: optimise(torch_problem, start_poses, torch_fw, report=None),
+        budget=0.0,
+        min_repeats=repeats,
+    )
+    unknowns = problem.group.tangent_dim * (problem.vertices - 1)
+    floor, floor_chi2, floor_iterations = None, None, None
+    if unknowns < DENSE_BELOW:
+        floors = []
+        floor = median_time(
+            lambda: floors.append(eager_floor(torch_problem, start_poses, torch_fw)),
+            budget=0.0,
+            min_repeats=10 * repeats,
+        )
+        _, floor_chi2, floor_iterations = floors[-1]
     row = {
         "graph": name,
-        "unknowns": problem.group.tangent_dim * (problem.vertices - 1),
+        "unknowns": unknowns,
         "chi2": float(chi2),
         "eager chi2": eager_chi2,
         "iterations": int(iterations),
         "first call seconds": first,
         "lm seconds": seconds,
         "eager lm seconds": eager_lm,
+        "torch eager lm seconds": torch_lm,
+        "torch eager floor seconds": floor,
+        "torch eager floor chi2": floor_chi2,
+        "torch eager floor iterations": floor_iterations,
         "gtsam lm seconds": gtsam_seconds,
         "gtsam lm ratio": seconds / gtsam_seconds,
         "gtsam lm ratio per round": [x / g for x, g in zip(compiled, gtsam_lm)],
@@ -349,6 +447,15 @@ def compiled_comparison(name: str, repeats: int) -> dict:
         f"({row['gtsam lm ratio']:.2f}x GTSAM's LM, {1e3 * gtsam_seconds:.3f} ms; eager "
         f"{1e3 * row['eager lm seconds']:.2f} ms), first call {first:.2f} s, chi2 "
         f"{row['chi2']:.12g} (eager {row['eager chi2']:.12g}), {row['iterations']} iterations"
+    )
+    print(
+        f"  {name}: torch eager LM {1e3 * torch_lm:.2f} ms"
+        + (
+            f", its eager floor {1e3 * floor:.2f} ms (chi2 {floor_chi2:.12g}, "
+            f"{floor_iterations} iterations)"
+            if floor is not None
+            else ""
+        )
     )
     return row
 
