@@ -276,7 +276,8 @@ def test_schur_complement_matches_the_full_system(rng, framework, solver):
 
 def test_schur_complement_with_b_in_single_rows(rng, monkeypatch):
     """The sparse complement where B's rows cannot be taken in blocks (reduced variables
-    whose sizes share no divisor: SciPy's scalar product), as the full system's steps."""
+    whose sizes share no divisor: blocks of one row, the pairs' products 1 x 1), as the
+    full system's steps."""
     from xform.optim import _host, _host_schur
 
     monkeypatch.setattr(_host, "_STRUCTURES", _host.Structures())  # no set-up kept from before

@@ -11,8 +11,10 @@ Two ways to form S, chosen by size once per structure:
   matrix product (BLAS), S dense. A small bundle adjustment's iteration then costs a few
   NumPy calls, where SciPy's sparse products cost ~20 calls of fixed overhead each
   (benchmarks/NOTES.md, 46);
-- otherwise B in SciPy's sparse matrices, S assembled into its own sparse pattern and
-  solved by the CPU's sparse Cholesky.
+- otherwise `B C^-1 B^T` summed eliminated variable by eliminated variable in one Warp
+  kernel (`_schur_pairs.py`: each variable's pairs of blocks, straight into S's blocks),
+  S assembled into its own sparse pattern and solved by the CPU's sparse Cholesky; B in
+  SciPy's sparse matrices for the matrix-vector products.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from ._installed import DENSE_BELOW
+from ._schur_pairs import schur_pair_sums
 from ._sparse import Pattern, make_solver
 
 # The most entries of B (reduced x eliminated unknowns) held dense: 32 MB of float64.
@@ -67,25 +70,52 @@ class Schur:
 
     def _sparse_init(self, b_rows, b_cols, a_rows, a_cols, block, solver):
         reduced, d = self.reduced, self.d
-        # B's rows in blocks of `block` (the tangent sizes' common divisor): SciPy's block
-        # products are several times faster than its scalar ones here
-        self.block = block if reduced % block == 0 else 1
-        shape = (reduced, self.n_e * d)
-        ones = sp.csr_matrix((np.ones(len(b_rows)), (b_rows, b_cols)), shape=shape)
+        # B's rows in blocks of `block` (the tangent sizes' common divisor), each block of B
+        # k x d: its pairs' products are small dense ones (`_schur_pairs.py`)
+        self.block = k = block if reduced % block == 0 else 1
+        row_blocks = reduced // k
+        # B in CSR over its entries' places in the values, for the matrix-vector products
         csr = sp.csr_matrix(
-            (np.arange(1, len(b_rows) + 1, dtype=np.float64), (b_rows, b_cols)), shape=shape
+            (np.arange(1, len(b_rows) + 1, dtype=np.float64), (b_rows, b_cols)),
+            shape=(reduced, self.n_e * d),
         )
         csr.sort_indices()
         self.b_perm = self.b_where[csr.data.astype(np.int64) - 1]
         self.b_indices, self.b_indptr = csr.indices, csr.indptr
-        fill = (ones @ ones.T).tocoo()  # S = A's entries and the fill of B C^-1 B^T
-        self.s_pattern = Pattern(
-            reduced, np.concatenate([fill.row, a_rows]), np.concatenate([fill.col, a_cols])
+        # B's blocks, each eliminated variable's together and in ascending block row, as
+        # places in the values (a place past the end reads 0: an entry no cost makes)
+        keys, block_of = np.unique((b_cols // d) * row_blocks + b_rows // k, return_inverse=True)
+        self.block_rows = (keys % row_blocks).astype(np.int32)
+        eliminated = keys // row_blocks
+        self.first = np.concatenate(
+            [[0], np.cumsum(np.bincount(eliminated, minlength=self.n_e))]
+        ).astype(np.int32)
+        self.block_slots = np.full((len(keys), k, d), self.pattern.nnz, np.int64)
+        self.block_slots[block_of, b_rows % k, b_cols % d] = self.b_where
+        self.padded = bool(np.any(self.block_slots == self.pattern.nnz))
+        # S's lower block triangle: the blocks that two blocks of one variable meet in
+        ones = sp.csr_matrix(
+            (np.ones(len(keys)), (self.block_rows, eliminated)), shape=(row_blocks, self.n_e)
         )
-        self.a_slots = self.s_pattern.slots(a_rows, a_cols)
+        fill = sp.tril(ones @ ones.T).tocsr()
+        fill.sort_indices()
+        self.s_indptr = fill.indptr.astype(np.int32)
+        self.s_columns = fill.indices.astype(np.int32)
+        block_row = np.repeat(np.arange(row_blocks), np.diff(fill.indptr))
+        within, shape = np.arange(k), (len(fill.indices), k, k)
+        entry_rows = np.broadcast_to(block_row[:, None, None] * k + within[:, None], shape)
+        entry_cols = np.broadcast_to(fill.indices[:, None, None] * k + within, shape)
+        self.s_pattern = Pattern(
+            reduced,
+            np.concatenate([entry_rows.ravel(), a_rows]),
+            np.concatenate([entry_cols.ravel(), a_cols]),
+        )
+        # both places at once: the diagonal blocks' entries above the diagonal are dropped
+        self.s_slots = self.s_pattern.slots(
+            np.concatenate([a_rows, entry_rows.ravel()]),
+            np.concatenate([a_cols, entry_cols.ravel()]),
+        )
         self.solve_reduced = make_solver(self.s_pattern, solver)
-        self._product_slots = None
-        self._product_key = None
 
     def __call__(self, values: np.ndarray, gradient: np.ndarray) -> np.ndarray:
         c_inverse = self._c_inverse(values)
@@ -132,37 +162,19 @@ class Schur:
         return x_r, b.T @ x_r
 
     def _sparse_reduced(self, values, c_inverse, g_r, g_e):
-        """x_r and `B^T x_r`, S assembled into its sparse pattern."""
+        """x_r and `B^T x_r`, S assembled into its sparse pattern, `B C^-1 B^T` summed by
+        eliminated variable (`_schur_pairs.py`)."""
         reduced, n_e, d = self.reduced, self.n_e, self.d
         b = sp.csr_matrix(
             (values[self.b_perm], self.b_indices, self.b_indptr), shape=(reduced, n_e * d)
         )
-        k = self.block
-        # B C^-1 keeps B's pattern (C^-1 is block diagonal): each block of B, k rows of one
-        # eliminated variable's d columns, times that variable's inverse, in one batch
-        b_bsr = b.tobsr(blocksize=(k, d))
-        y = sp.bsr_matrix(
-            # its own index arrays: SciPy may sort a matrix's indices in place
-            (
-                np.matmul(b_bsr.data, c_inverse[b_bsr.indices]),
-                b_bsr.indices.copy(),
-                b_bsr.indptr.copy(),
-            ),
-            shape=b_bsr.shape,
+        blocks = (np.append(values, 0.0) if self.padded else values)[self.block_slots]
+        product = schur_pair_sums(
+            blocks, self.block_rows, self.first, c_inverse, self.s_indptr, self.s_columns
         )
-        # SciPy's block product is several times faster than its scalar one from k = 3
-        product = (y @ b_bsr.T if k > 1 else y.tocsr() @ b.T).tocoo()
-        # SciPy's product may leave out entries that come out zero: the slots are found
-        # again whenever its pattern differs, in any entry, from the last one's
-        key = self._product_key
-        if key is None or not (
-            np.array_equal(key[0], product.row) and np.array_equal(key[1], product.col)
-        ):
-            self._product_slots = self.s_pattern.slots(product.row, product.col)
-            self._product_key = (product.row, product.col)
         s_values = self.s_pattern.assemble(
-            np.concatenate([self.a_slots, self._product_slots]),
-            np.concatenate([values[self.a_where], -product.data]),
+            self.s_slots, np.concatenate([values[self.a_where], -product.ravel()])
         )
-        x_r = self.solve_reduced(s_values, -g_r + y @ g_e)
+        c_inverse_g = (c_inverse @ g_e.reshape(n_e, d, 1)).ravel()
+        x_r = self.solve_reduced(s_values, -g_r + b @ c_inverse_g)
         return x_r, b.T @ x_r
