@@ -301,12 +301,12 @@ def eager_floor(problem, start_poses, fw):
     """The least an eager Levenberg-Marquardt solve of a small graph costs in `fw`: the
     solver's algorithm (the damping from 1e-10 of diag(H), a third smaller after a good step
     and ten times larger after a rejected one, where the solver follows Nielsen's rule: the
-    small graphs reject no step; the example's stopping rule) written out by hand with the same ops and nothing else:
-    per linearisation the gathers of the edges' poses and the example's one edge kernel,
-    the normal equations dense by two `bincount`s, a dense Cholesky, and per step `exp`,
-    a product and a normalisation. No problem, layout, pattern, bounds, masks or timings:
-    what `xform.optim` adds to this is its generality. Returns `(poses, chi2,
-    iterations)`; meant for graphs below `DENSE_BELOW` unknowns."""
+    small graphs reject no step; the example's stopping rule) written out by hand with the
+    same ops and nothing else: per linearisation the gathers of the edges' poses and the
+    example's one edge kernel, the normal equations dense by two `bincount`s, a dense
+    Cholesky, and per step `exp`, a product and a normalisation. No problem, layout,
+    pattern, bounds, masks or timings: what `xform.optim` adds to this is its generality.
+    Returns `(poses, chi2, iterations)`; meant for graphs below `DENSE_BELOW` unknowns."""
     import scipy.linalg
     from posegraph.edges import whitened_edges
     from posegraph.optimise import INITIAL_DAMPING, MAX_ITERATIONS, RELATIVE_DECREASE
