@@ -277,6 +277,7 @@ def digest(description, arrays) -> bytes:
 # same pattern solve after solve, at ~1-2 ms a small graph (benchmarks/NOTES.md 53).
 _BLOCK_PATTERNS: collections.OrderedDict = collections.OrderedDict()
 _BLOCK_PATTERNS_KEPT = 8
+_BLOCK_PATTERNS_LARGEST = 1 << 22  # slots (32 MB): larger graphs' patterns are not kept
 _BLOCK_PATTERNS_LOCK = threading.Lock()
 
 
@@ -285,7 +286,9 @@ def block_pattern(blocks: int, d: int, i: np.ndarray, j: np.ndarray):
     edges (i, j) (an index < 0: a fixed block), and the slots of each edge's blocks (ii, ij,
     jj), each (m, d, d), in that order: `assemble(slots, concatenate of the blocks)`. Only
     H_ij is given, so its entries above the diagonal go to their mirrors. The last few
-    graphs' patterns are kept (shared and read-only: the same objects for the same edges)."""
+    graphs' patterns are kept: the same objects for the same edges, the slots read-only
+    (the pattern's own arrays stay writable: sparse libraries such as cholespy refuse
+    read-only index arrays, and no caller writes to a pattern)."""
     i, j = np.asarray(i, np.int64), np.asarray(j, np.int64)
     key = digest((blocks, d, i.shape, j.shape), (i, j))
     with _BLOCK_PATTERNS_LOCK:
@@ -299,8 +302,9 @@ def block_pattern(blocks: int, d: int, i: np.ndarray, j: np.ndarray):
     ij, ji = slots[:, :d, d:], np.swapaxes(slots[:, d:, :d], 1, 2)
     ij = np.where(ij < pattern.nnz, ij, ji)  # stored as H_ij, else as its mirror H_ji
     slots = np.concatenate([slots[:, :d, :d].ravel(), ij.ravel(), slots[:, d:, d:].ravel()])
-    for array in (slots, pattern.indices, pattern.indptr, pattern.diagonal):
-        array.setflags(write=False)
+    if slots.size > _BLOCK_PATTERNS_LARGEST:  # its set-up is a small part of its solve
+        return pattern, slots
+    slots.setflags(write=False)
     with _BLOCK_PATTERNS_LOCK:
         _BLOCK_PATTERNS[key] = pattern, slots
         while len(_BLOCK_PATTERNS) > _BLOCK_PATTERNS_KEPT:
