@@ -274,6 +274,47 @@ def test_schur_complement_matches_the_full_system(rng, framework, solver):
     np.testing.assert_allclose(reduced[common - 1 :], full[-1], rtol=1e-9)
 
 
+@pytest.mark.parametrize("k, d", [(1, 1), (1, 3), (2, 3), (3, 3), (6, 2)])
+def test_the_cpus_sparse_complement_on_any_pattern(rng, k, d):
+    """The CPU's sparse Schur complement (`B C^-1 B^T` summed by eliminated variable in a
+    Warp kernel, `_schur_pairs.py`) gives the whole system's step on patterns drawn entry
+    by entry: blocks of B with entries no cost makes (read as 0), reduced unknowns no
+    eliminated one touches, eliminated variables seen once, none at all, and no reduced
+    unknowns (then nothing is left to factorise sparse)."""
+    from xform.optim._host_schur import Schur
+    from xform.optim._sparse import Pattern
+
+    def step(reduced, eliminated, rows_each, density):
+        size = reduced + eliminated * d
+        rows = []
+        for p in range(eliminated):
+            for _ in range(rows_each):
+                row = np.zeros(size)
+                touched = rng.random(reduced) < density
+                row[:reduced][touched] = rng.normal(size=touched.sum())
+                row[reduced + p * d : reduced + (p + 1) * d] = rng.normal(size=d)
+                rows.append(row)
+        rows += [np.where(rng.random(size) < 0.3, rng.normal(size=size), 0.0) * (
+            np.arange(size) < reduced) for _ in range(3)]  # fmt: skip
+        jacobian = np.array(rows)
+        h = jacobian.T @ jacobian + np.eye(size)
+        pattern = Pattern(size, *np.nonzero(np.tril(h)))
+        columns = np.repeat(np.arange(size), np.diff(pattern.indptr))
+        g = rng.normal(size=size)
+        schur = Schur(pattern, reduced, d, k, "points", "superlu")
+        assert schur.dense == (reduced == 0)
+        x = schur(h[pattern.indices, columns], g)
+        np.testing.assert_allclose(x, np.linalg.solve(h, -g), rtol=1e-9, atol=1e-12)
+        return schur
+
+    padded = [step(4 * k, 12, 3, 0.3).padded, step(3 * k, 6, 1, 1.0).padded]
+    # entries missing from B's blocks (where a block has rows to miss), and none
+    assert padded == [k > 1, False]
+    step(5 * k, 0, 0, 0.3)  # nothing to eliminate
+    step(2 * k, 7, 2, 0.0)  # no eliminated variable touches the reduced ones
+    step(0, 5, 2, 0.3)  # nothing reduced
+
+
 def test_schur_complement_with_b_in_single_rows(rng, monkeypatch):
     """The sparse complement where B's rows cannot be taken in blocks (reduced variables
     whose sizes share no divisor: blocks of one row, the pairs' products 1 x 1), as the

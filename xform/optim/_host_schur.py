@@ -38,7 +38,7 @@ class Schur:
     def __init__(
         self, pattern: Pattern, reduced: int, d: int, block: int, name: str, solver: str | None
     ):
-        self.pattern, self.reduced, self.d = pattern, reduced, d
+        self.pattern, self.reduced, self.d, self.name = pattern, reduced, d, name
         rows = pattern.indices.astype(np.int64)
         cols = np.repeat(np.arange(pattern.size), np.diff(pattern.indptr))
         in_a = rows < reduced
@@ -59,8 +59,9 @@ class Schur:
         self.b_where = np.flatnonzero(in_b)
         a_rows, a_cols = rows[in_a], cols[in_a]
         self.a_where = np.flatnonzero(in_a)
-        self.dense = (solver == "dense" or (solver is None and reduced < DENSE_BELOW)) and (
-            reduced * n_e * d <= DENSE_B_ENTRIES
+        self.dense = reduced == 0 or (  # nothing left to factorise sparse
+            (solver == "dense" or (solver is None and reduced < DENSE_BELOW))
+            and reduced * n_e * d <= DENSE_B_ENTRIES
         )
         if self.dense:
             self.b_flat = b_rows * (n_e * d) + b_cols
@@ -99,6 +100,12 @@ class Schur:
         )
         fill = sp.tril(ones @ ones.T).tocsr()
         fill.sort_indices()
+        if max(len(keys), fill.nnz, self.n_e) >= np.iinfo(np.int32).max:
+            raise ValueError(
+                f"xform.optim.solve: eliminating {self.name}: {len(keys):,} blocks of B and "
+                f"{fill.nnz:,} of the reduced system; the CPU's Schur complement indexes them "
+                "with 32-bit integers"
+            )
         self.s_indptr = fill.indptr.astype(np.int32)
         self.s_columns = fill.indices.astype(np.int32)
         block_row = np.repeat(np.arange(row_blocks), np.diff(fill.indptr))

@@ -16,8 +16,9 @@ so the search narrows as it goes). Nothing per pair is stored: a 5M-observation 
 
 The kernels are made per block shape (k, d) and run on the CPU, where a launch's threads
 run one after another; the sums go through `atomic_add` so that a launch split over
-threads stays exact. No `from __future__ import annotations` here: Warp reads the kernel's
-annotations as objects.
+threads would stay correct (in another order of summation). Indices are int32:
+`Schur` refuses a structure whose counts do not fit. No `from __future__ import
+annotations` here: Warp reads the kernel's annotations as objects.
 """
 
 import functools
@@ -60,7 +61,8 @@ def _kernel(k: int, d: int):
                         lo = middle + 1
                     else:
                         hi = middle
-                wp.atomic_add(out, lo, y * wp.transpose(blocks[c]))
+                if lo < high:  # always, by S's pattern; a guard against writing elsewhere
+                    wp.atomic_add(out, lo, y * wp.transpose(blocks[c]))
                 low = lo + 1
 
     return wp.kernel(
