@@ -413,18 +413,24 @@ def compiled_comparison(name: str, repeats: int) -> dict:
     torch_lm = median_time(
         lambda: optimise(torch_problem, start_poses, torch_fw, report=None),
         budget=0.0,
-        min_repeats=repeats,
+        min_repeats=10 * repeats,
     )
     unknowns = problem.group.tangent_dim * (problem.vertices - 1)
-    floor, floor_chi2, floor_iterations = None, None, None
-    if unknowns < DENSE_BELOW:
-        floors = []
-        floor = median_time(
-            lambda: floors.append(eager_floor(torch_problem, start_poses, torch_fw)),
+    floors = {}  # by framework: (seconds, chi2, iterations); NumPy: xform's ops called directly
+    for floor_name in ("torch", "numpy") if unknowns < DENSE_BELOW else ():
+        floor_fw = framework(floor_name)
+        floor_problem = make_problem(read_g2o(path), floor_fw)
+        runs = []
+        floor_seconds = median_time(
+            lambda runs=runs, pr=floor_problem, fw=floor_fw: runs.append(
+                eager_floor(pr, start_poses, fw)
+            ),
             budget=0.0,
             min_repeats=10 * repeats,
         )
-        _, floor_chi2, floor_iterations = floors[-1]
+        floors[floor_name] = (floor_seconds, runs[-1][1], runs[-1][2])
+    floor, floor_chi2, floor_iterations = floors.get("torch", (None, None, None))
+    numpy_floor, numpy_floor_chi2, _ = floors.get("numpy", (None, None, None))
     row = {
         "graph": name,
         "unknowns": unknowns,
@@ -438,6 +444,8 @@ def compiled_comparison(name: str, repeats: int) -> dict:
         "torch eager floor seconds": floor,
         "torch eager floor chi2": floor_chi2,
         "torch eager floor iterations": floor_iterations,
+        "numpy eager floor seconds": numpy_floor,
+        "numpy eager floor chi2": numpy_floor_chi2,
         "gtsam lm seconds": gtsam_seconds,
         "gtsam lm ratio": seconds / gtsam_seconds,
         "gtsam lm ratio per round": [x / g for x, g in zip(compiled, gtsam_lm)],
@@ -452,7 +460,7 @@ def compiled_comparison(name: str, repeats: int) -> dict:
         f"  {name}: torch eager LM {1e3 * torch_lm:.2f} ms"
         + (
             f", its eager floor {1e3 * floor:.2f} ms (chi2 {floor_chi2:.12g}, "
-            f"{floor_iterations} iterations)"
+            f"{floor_iterations} iterations), on NumPy {1e3 * numpy_floor:.2f} ms"
             if floor is not None
             else ""
         )

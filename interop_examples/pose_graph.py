@@ -76,8 +76,8 @@ def run(
     start = time.perf_counter()
     # The start reads NumPy, solves on the CPU (the host's sparse solver, not a device one)
     # and returns NumPy: its few group operations run there too, on NumPy arrays, whatever
-    # framework optimises (through torch or JAX, their conversions cost ~3-5 ms on a small
-    # graph; benchmarks/NOTES.md 53).
+    # framework optimises (through torch or JAX their conversions cost ~1 ms a solve in
+    # torch and a few in JAX on a small graph; benchmarks/NOTES.md 53).
     initial = INITIALISATIONS[init](
         problem, framework("numpy"), solver if solver in HOST_SOLVERS else None
     )

@@ -653,9 +653,12 @@ def test_benchmark_lm_alone_and_the_eager_floor(tmp_path, monkeypatch):
 
     argv = ["--compiled", "--graphs", "tinyGrid3D", "--repeats", "1"]
     (row,) = main([*argv, "--out", str(tmp_path / "r.json")])
+    assert row["graph"] == "tinyGrid3D"
     assert row["torch eager floor iterations"] == row["iterations"] > 0
-    for key in ("chi2", "torch eager floor chi2"):
+    assert row["lm seconds"] < row["eager lm seconds"]  # the compiled LM, not a floor's
+    for key in ("chi2", "torch eager floor chi2", "numpy eager floor chi2"):
         np.testing.assert_allclose(row[key], row["eager chi2"], rtol=1e-9)
     for key in ("lm seconds", "eager lm seconds", "torch eager lm seconds",
-                "torch eager floor seconds", "gtsam lm seconds"):  # fmt: skip
+                "torch eager floor seconds", "numpy eager floor seconds",
+                "gtsam lm seconds"):  # fmt: skip
         assert row[key] > 0
