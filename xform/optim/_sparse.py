@@ -277,7 +277,9 @@ def digest(description, arrays) -> bytes:
 # same pattern solve after solve, at ~1-2 ms a small graph (benchmarks/NOTES.md 53).
 _BLOCK_PATTERNS: collections.OrderedDict = collections.OrderedDict()
 _BLOCK_PATTERNS_KEPT = 8
-_BLOCK_PATTERNS_LARGEST = 1 << 22  # slots (32 MB): larger graphs' patterns are not kept
+# A larger graph's pattern is not kept (its set-up is a small part of its solve), so that
+# at most 8 x 16 MB of slots stay, as `_host.Structures` keeps no large structure either.
+_BLOCK_PATTERNS_LARGEST = 1 << 21
 _BLOCK_PATTERNS_LOCK = threading.Lock()
 
 
@@ -302,7 +304,7 @@ def block_pattern(blocks: int, d: int, i: np.ndarray, j: np.ndarray):
     ij, ji = slots[:, :d, d:], np.swapaxes(slots[:, d:, :d], 1, 2)
     ij = np.where(ij < pattern.nnz, ij, ji)  # stored as H_ij, else as its mirror H_ji
     slots = np.concatenate([slots[:, :d, :d].ravel(), ij.ravel(), slots[:, d:, d:].ravel()])
-    if slots.size > _BLOCK_PATTERNS_LARGEST:  # its set-up is a small part of its solve
+    if slots.size > _BLOCK_PATTERNS_LARGEST:
         return pattern, slots
     slots.setflags(write=False)
     with _BLOCK_PATTERNS_LOCK:
