@@ -286,18 +286,18 @@ def test_block_patterns_are_kept_per_graph(rng):
 
 
 def test_a_large_graphs_block_pattern_is_not_kept(rng, monkeypatch):
-    """Past `_BLOCK_PATTERNS_LARGEST` slots a pattern is built afresh each time (and its
+    """Past the kept patterns' `largest` slots a pattern is built afresh each time (and its
     slots stay writable: nothing shares them), so that the kept ones hold bounded memory."""
     from xform.optim import _sparse
 
     i = np.arange(40)
     j = (i + 1) % 41
-    monkeypatch.setattr(_sparse, "_BLOCK_PATTERNS_LARGEST", 3 * len(i) * 9 - 1)
+    monkeypatch.setattr(_sparse._BLOCK_PATTERNS, "largest", 3 * len(i) * 9 - 1)
     first, first_slots = block_pattern(40, 3, i - 1, j - 1)
     second, second_slots = block_pattern(40, 3, i - 1, j - 1)
     assert second is not first and second_slots.flags.writeable
     np.testing.assert_array_equal(first_slots, second_slots)
-    monkeypatch.setattr(_sparse, "_BLOCK_PATTERNS_LARGEST", 3 * len(i) * 9)
+    monkeypatch.setattr(_sparse._BLOCK_PATTERNS, "largest", 3 * len(i) * 9)
     assert block_pattern(40, 3, i - 1, j - 1)[0] is block_pattern(40, 3, i - 1, j - 1)[0]
 
 

@@ -7,10 +7,8 @@ state is NumPy's (a batch of one), the variables stay in their framework.
 
 from __future__ import annotations
 
-import collections
 import functools
 import math
-import threading
 import time
 
 import numpy as np
@@ -25,7 +23,7 @@ from ._linearise import lineariser, normal_blocks, plan
 from ._loop import Clock, Settings
 from ._problem import Problem, Variables, first_array, initial_values
 from ._result import Result, Timings
-from ._sparse import cost_pattern, digest, make_solver, slot_blocks
+from ._sparse import Kept, cost_pattern, digest, make_solver, slot_blocks
 
 
 class HostSystem:
@@ -198,8 +196,7 @@ class Structures:
     problem's set-up is a small part of its solve)."""
 
     def __init__(self, size: int = 4, largest: int = 1 << 21):
-        self.size, self.largest = size, largest
-        self.kept, self.lock = collections.OrderedDict(), threading.Lock()
+        self.kept = Kept(size, largest)
 
     def take(self, layout: Layout, columns, eliminate, solver) -> Structure:
         eliminated = None if eliminate is None else (eliminate.index, eliminate.tangent_dim)
@@ -208,20 +205,15 @@ class Structures:
              [[c.shape for c in cols] for cols in columns]),
             [c for cols in columns for c in cols],
         )  # fmt: skip
-        with self.lock:
-            structure = self.kept.pop(key, None)
+        structure = self.kept.take(key)
         if structure is None:
             structure = Structure(layout, columns, eliminate, solver)
         structure.key = key
         return structure
 
     def give_back(self, structure: Structure) -> None:
-        if structure.pattern.nnz > self.largest:
-            return
-        with self.lock:
-            self.kept[structure.key] = structure
-            while len(self.kept) > self.size:
-                self.kept.popitem(last=False)
+        if self.kept.keeps(structure.pattern.nnz):
+            self.kept.put(structure.key, structure)
 
 
 _STRUCTURES = Structures()

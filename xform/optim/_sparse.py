@@ -273,14 +273,45 @@ def digest(description, arrays) -> bytes:
     return hashed.digest()
 
 
-# The block patterns of recent graphs, by digest: a start or a sliding window builds the
-# same pattern solve after solve, at ~1-2 ms a small graph (benchmarks/NOTES.md 53).
-_BLOCK_PATTERNS: collections.OrderedDict = collections.OrderedDict()
-_BLOCK_PATTERNS_KEPT = 8
-# A larger graph's pattern is not kept (its set-up is a small part of its solve), so that
-# at most 8 x 16 MB of slots stay, as `_host.Structures` keeps no large structure either.
-_BLOCK_PATTERNS_LARGEST = 1 << 21
-_BLOCK_PATTERNS_LOCK = threading.Lock()
+class Kept:
+    """The last `size` things worked out once from index arrays (a pattern, a solve's
+    structure), by `digest`, none of more than `largest` (in the caller's unit): a sliding
+    window or a training loop works out the same one solve after solve. A lock makes it
+    safe to share between threads; `take` hands a thing out to one user alone."""
+
+    def __init__(self, size: int, largest: int):
+        self.size, self.largest = size, largest
+        self.kept, self.lock = collections.OrderedDict(), threading.Lock()
+
+    def get(self, key: bytes):
+        """The thing kept under `key`, left there (shared), or None."""
+        with self.lock:
+            found = self.kept.get(key)
+            if found is not None:
+                self.kept.move_to_end(key)
+            return found
+
+    def take(self, key: bytes):
+        """The thing kept under `key`, taken out (until `put` back), or None."""
+        with self.lock:
+            return self.kept.pop(key, None)
+
+    def keeps(self, bulk: int) -> bool:
+        return bulk <= self.largest
+
+    def put(self, key: bytes, thing) -> None:
+        with self.lock:
+            self.kept[key] = thing
+            self.kept.move_to_end(key)
+            while len(self.kept) > self.size:
+                self.kept.popitem(last=False)
+
+
+# The block patterns of recent graphs: a start or a sliding window builds the same pattern
+# solve after solve, at ~1-2 ms a small graph (benchmarks/NOTES.md 53). A larger graph's
+# (over 2M slots) is not kept, its set-up a small part of its solve: at most 8 x 16 MB
+# of slots stay, as `_host.Structures` keeps no large structure either.
+_BLOCK_PATTERNS = Kept(size=8, largest=1 << 21)
 
 
 def block_pattern(blocks: int, d: int, i: np.ndarray, j: np.ndarray):
@@ -293,24 +324,18 @@ def block_pattern(blocks: int, d: int, i: np.ndarray, j: np.ndarray):
     read-only index arrays, and no caller writes to a pattern)."""
     i, j = np.asarray(i, np.int64), np.asarray(j, np.int64)
     key = digest((blocks, d, i.shape, j.shape), (i, j))
-    with _BLOCK_PATTERNS_LOCK:
-        kept = _BLOCK_PATTERNS.get(key)
-        if kept is not None:
-            _BLOCK_PATTERNS.move_to_end(key)
-            return kept
+    kept = _BLOCK_PATTERNS.get(key)
+    if kept is not None:
+        return kept
     starts = np.stack([np.where(i >= 0, i * d, -1), np.where(j >= 0, j * d, -1)], axis=1)
     pattern, (slots,) = cost_pattern(blocks * d, [(starts, [d, d])])
     slots = slots.reshape(len(i), 2 * d, 2 * d)
     ij, ji = slots[:, :d, d:], np.swapaxes(slots[:, d:, :d], 1, 2)
     ij = np.where(ij < pattern.nnz, ij, ji)  # stored as H_ij, else as its mirror H_ji
     slots = np.concatenate([slots[:, :d, :d].ravel(), ij.ravel(), slots[:, d:, d:].ravel()])
-    if slots.size > _BLOCK_PATTERNS_LARGEST:
-        return pattern, slots
-    slots.setflags(write=False)
-    with _BLOCK_PATTERNS_LOCK:
-        _BLOCK_PATTERNS[key] = pattern, slots
-        while len(_BLOCK_PATTERNS) > _BLOCK_PATTERNS_KEPT:
-            _BLOCK_PATTERNS.popitem(last=False)
+    if _BLOCK_PATTERNS.keeps(slots.size):
+        slots.setflags(write=False)
+        _BLOCK_PATTERNS.put(key, (pattern, slots))
     return pattern, slots
 
 
