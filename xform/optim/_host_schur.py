@@ -112,16 +112,12 @@ class Schur:
         within, shape = np.arange(k), (len(fill.indices), k, k)
         entry_rows = np.broadcast_to(block_row[:, None, None] * k + within[:, None], shape)
         entry_cols = np.broadcast_to(fill.indices[:, None, None] * k + within, shape)
-        self.s_pattern = Pattern(
-            reduced,
-            np.concatenate([entry_rows.ravel(), a_rows]),
-            np.concatenate([entry_cols.ravel(), a_cols]),
-        )
-        # both places at once: the diagonal blocks' entries above the diagonal are dropped
-        self.s_slots = self.s_pattern.slots(
-            np.concatenate([a_rows, entry_rows.ravel()]),
-            np.concatenate([a_cols, entry_cols.ravel()]),
-        )
+        # S's entries: A's, then its blocks' (the order of the values `_sparse_reduced`
+        # assembles); the diagonal blocks' entries above the diagonal get the dropped slot
+        rows = np.concatenate([a_rows, entry_rows.ravel()])
+        cols = np.concatenate([a_cols, entry_cols.ravel()])
+        self.s_pattern = Pattern(reduced, rows, cols)
+        self.s_slots = self.s_pattern.slots(rows, cols)
         self.solve_reduced = make_solver(self.s_pattern, solver)
 
     def __call__(self, values: np.ndarray, gradient: np.ndarray) -> np.ndarray:
