@@ -65,9 +65,10 @@ def _kernel(k: int, d: int):
                     wp.atomic_add(out, lo, y * wp.transpose(blocks[c]))
                 low = lo + 1
 
-    return wp.kernel(
+    kernel = wp.kernel(
         schur_pairs, name=f"schur_pairs_{k}x{d}", enable_backward=False, module="unique"
     )
+    return kernel, block, inverse, product
 
 
 def schur_pair_sums(
@@ -92,17 +93,16 @@ def schur_pair_sums(
     def array(values, dtype):
         return wp.array(np.ascontiguousarray(values), dtype=dtype, device="cpu", copy=False)
 
-    kernel = _kernel(k, d)
-    arguments = kernel.adj.args
-    result = array(out, arguments[6].type.dtype)
+    kernel, block, inverse, product = _kernel(k, d)
+    result = array(out, product)
     wp.launch(
         kernel,
         dim=len(inverses),
         inputs=[
-            array(blocks, arguments[0].type.dtype),
+            array(blocks, block),
             array(rows.astype(np.int32, copy=False), wp.int32),
             array(first.astype(np.int32, copy=False), wp.int32),
-            array(inverses, arguments[3].type.dtype),
+            array(inverses, inverse),
             array(s_indptr.astype(np.int32, copy=False), wp.int32),
             array(s_columns.astype(np.int32, copy=False), wp.int32),
             result,
