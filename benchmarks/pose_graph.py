@@ -17,8 +17,9 @@ For every graph (default: all of `../shared/data/pose_graphs`), from the chordal
 
 With `--compiled`: the LM alone against GTSAM's LM (`compiled_comparison`): JAX with the
 whole solve compiled as one function (no Python between iterations), the eager solves in
-JAX and torch, and on a graph small enough for a dense solve the eager floor in torch
-(`eager_floor`: the same algorithm by hand with the same ops and nothing else).
+JAX and torch, and on a graph small enough for a dense solve the eager floor through torch
+and on NumPy (`eager_floor`: the same algorithm by hand with the same ops and nothing
+else).
 
 Each timing is the median of `--repeats` runs after one untimed warm-up run (which loads
 Warp's kernels and compiles JAX's functions; that first run's time is reported too, and
@@ -380,9 +381,10 @@ def compiled_comparison(name: str, repeats: int) -> dict:
     from posegraph.optimise import compiled_solve, optimise
 
     path = DATA / f"{name}.g2o"
-    is_3d = read_g2o(path).dim == 3
-    fw = framework("jax")
-    problem = make_problem(read_g2o(path), fw)
+    graph = read_g2o(path)
+    is_3d = graph.dim == 3
+    problems = {kind: make_problem(graph, framework(kind)) for kind in ("jax", "torch", "numpy")}
+    fw, problem = framework("jax"), problems["jax"]
     start_poses = chordal(problem, framework("numpy"))  # as the example starts
     arguments = (
         element_in(fw, start_poses),
@@ -408,22 +410,18 @@ def compiled_comparison(name: str, repeats: int) -> dict:
     )
     eager_chi2 = eager[-1].chi2
     # the same in torch, and the eager floor there (`eager_floor`), where it is dense
-    torch_fw = framework("torch")
-    torch_problem = make_problem(read_g2o(path), torch_fw)
     torch_lm = median_time(
-        lambda: optimise(torch_problem, start_poses, torch_fw, report=None),
+        lambda: optimise(problems["torch"], start_poses, framework("torch"), report=None),
         budget=0.0,
         min_repeats=10 * repeats,
     )
     unknowns = problem.group.tangent_dim * (problem.vertices - 1)
     floors = {}  # by framework: (seconds, chi2, iterations); NumPy: xform's ops called directly
     for floor_name in ("torch", "numpy") if unknowns < DENSE_BELOW else ():
-        floor_fw = framework(floor_name)
-        floor_problem = make_problem(read_g2o(path), floor_fw)
         runs = []
         floor_seconds = median_time(
-            lambda runs=runs, pr=floor_problem, fw=floor_fw: runs.append(
-                eager_floor(pr, start_poses, fw)
+            lambda runs=runs, name=floor_name: runs.append(
+                eager_floor(problems[name], start_poses, framework(name))
             ),
             budget=0.0,
             min_repeats=10 * repeats,

@@ -255,6 +255,8 @@ def test_block_patterns_are_kept_per_graph(rng):
     read-only (a caller writing to them would change every later solve); other edges,
     another size of block or another count of blocks each get their own; the kept pattern
     is the graph's."""
+    import scipy.sparse as sparse
+
     n, m = 12, 30
     i = rng.integers(0, n, m)
     j = (i + rng.integers(1, n, m)) % n
@@ -263,8 +265,6 @@ def test_block_patterns_are_kept_per_graph(rng):
     assert again is pattern and again_slots is slots
     with pytest.raises(ValueError, match="read-only"):
         slots[0] = 0
-    import scipy.sparse as sparse
-
     moved = j.copy()
     moved[0] = (moved[0] + 1) % n
     for other in (
