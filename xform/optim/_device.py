@@ -245,30 +245,33 @@ def solve_on_device(problem: Problem, settings: Settings, eliminate) -> Result:
     framework = system.framework
     values = list(initial_values(problem.variable_sets))
     data = [c.data for c in problem.costs]
-    if not system.batched:
-        values = [_expand(v) for v in values]
-        data = [_tree_expand(d) for d in data]
     like = first_array(values[0])
     system.like = like
     system.rounding = 16.0 * float(system.xp.finfo(like.dtype).eps)
     tables = system.index_tables()
     bounds = ([s.lower for s in problem.variable_sets], [s.upper for s in problem.variable_sets])
     if framework.traces:  # traced once per structure, its tables arguments: no history
-        values, cost, iterations, status, solves = _compiled(system, settings, tables)(
-            values, data, {k: framework.indices(v) for k, v in tables.items()}
-        )
-        history = []
-    else:
-        system.tables = {k: framework.indices(v, like) for k, v in tables.items()}
-        # the bounds as the values' arrays once, not at every step's retraction
-        bounds = tuple(
-            [None if b is None else system._bound(b, v) for b, v in zip(side, values)]
-            for side in bounds
-        )
-        outcome = _loop.minimise(system, settings, values, data, bounds)
-        values, cost, iterations, status = (outcome.values, outcome.cost,
-                                            outcome.iterations, outcome.status)  # fmt: skip
-        solves, history = int(outcome.solves), outcome.history
+        values, cost, iterations, status, solves, converged = _compiled(
+            system, settings, tables
+        )(values, data, {k: framework.indices(v) for k, v in tables.items()})
+        return Result(
+            problem_id=problem.id, solution=list(values), cost=cost, iterations=iterations,
+            converged=converged, reason=_loop.reason(settings, status), history=[],
+            timings=timings, solves=solves,
+        )  # fmt: skip
+    if not system.batched:
+        values = [_expand(v) for v in values]
+        data = [_tree_expand(d) for d in data]
+    system.tables = {k: framework.indices(v, like) for k, v in tables.items()}
+    # the bounds as the values' arrays once, not at every step's retraction
+    bounds = tuple(
+        [None if b is None else system._bound(b, v) for b, v in zip(side, values)]
+        for side in bounds
+    )
+    outcome = _loop.minimise(system, settings, values, data, bounds)
+    values, cost, iterations, status = (outcome.values, outcome.cost, outcome.iterations,
+                                        outcome.status)  # fmt: skip
+    solves, history = int(outcome.solves), outcome.history
     converged = _loop.converged(status)
     reason = _loop.reason(settings, status)
     if not system.batched:
@@ -308,10 +311,21 @@ def _compiled(system: DeviceSystem, settings: Settings, tables: dict):
         bounds = ([v.lower for v in system.sets], [v.upper for v in system.sets])
 
         def run(values, data, tables):
+            # a single problem gets its batch axis of one here, inside the trace, and loses
+            # it here: eagerly, each of these is a dispatch of its own (~50 us in JAX)
+            if not system.batched:
+                values = [_expand(v) for v in values]
+                data = [_tree_expand(d) for d in data]
             system.tables = tables
             outcome = _loop.minimise(system, settings, values, data, bounds)
             system.tables = {}  # the trace's: not to be kept
-            return outcome.values, outcome.cost, outcome.iterations, outcome.status, outcome.solves
+            out = (outcome.values, outcome.cost, outcome.iterations, outcome.status,
+                   _loop.converged(outcome.status))  # fmt: skip
+            if not system.batched:
+                values, cost, iterations, status, converged = out
+                out = ([_squeeze(v) for v in values], cost[0], iterations[0], status[0],
+                       converged[0])  # fmt: skip
+            return (*out[:4], outcome.solves, out[4])
 
         _COMPILED[key] = system.framework.jit(run)
     return _COMPILED[key]
