@@ -92,8 +92,8 @@ def run(
     if plot is not None:
         from posegraph.plot import plot_trajectories
 
-        labels = (
-            f"{init} start: chi2 = {result.history[0]:.6g}",
+        labels = (  # a compiled solve keeps no history
+            f"{init} start" + (f": chi2 = {result.history[0]:.6g}" if result.history else ""),
             f"optimised: chi2 = {result.chi2:.10g}",
         )
         plot_trajectories(problem, initial, result.poses, plot, f"{Path(path).name}", labels)

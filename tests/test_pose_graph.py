@@ -2,6 +2,7 @@
 against forward-mode autodiff, bad input, and the optimum against GTSAM's on real graphs
 in both frameworks."""
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -591,7 +592,8 @@ def test_the_compiled_solve_reaches_the_eager_solves_optimum():
     fw = framework("jax")
     problem = make_problem(read_g2o(DATA / "tinyGrid3D.g2o"), fw)
     initial = chordal(problem, fw)
-    eager = optimise(problem, initial, fw, report=None)
+    eager = optimise(problem, initial, fw, solver="dense", report=None)
+    assert eager.history  # the CPU's sparse back end, iterated in Python
     solve = compiled_solve(problem, fw)
     arguments = (
         element_in(fw, initial),
@@ -611,6 +613,36 @@ def test_the_compiled_solve_reaches_the_eager_solves_optimum():
     assert solve._cache_size() == 1
     with pytest.raises(ValueError, match="torch runs eagerly"):
         compiled_solve(problem, framework("torch"))
+
+
+def test_a_small_graphs_jax_solve_is_compiled_once_per_size():
+    """Below `COMPILED_BELOW` unknowns the example's JAX solve is the device back end's
+    loop, compiled once per structure and kept by the library: the same optimum as the
+    eager solve, and a second graph of the same sizes (other measurements) compiles
+    nothing."""
+    pytest.importorskip("jax")
+    from posegraph.optimise import COMPILED_BELOW, optimise
+
+    from xform.optim import _device
+
+    fw = framework("jax")
+    problem = make_problem(read_g2o(DATA / "tinyGrid3D.g2o"), fw)
+    assert problem.group.tangent_dim * (problem.vertices - 1) < COMPILED_BELOW
+    initial = chordal(problem, fw)
+    eager = optimise(problem, initial, fw, solver="dense", report=None)
+    lines = []
+    compiled = optimise(problem, initial, fw, report=lines.append)
+    assert not compiled.history
+    assert lines == [f"compiled: {compiled.iterations} iterations in one call, no line for each"]
+    np.testing.assert_allclose(compiled.chi2, eager.chi2, rtol=1e-9)
+    np.testing.assert_allclose(compiled.poses.position, eager.poses.position, atol=1e-9)
+    kept = dict(_device._COMPILED)
+    other = dataclasses.replace(
+        problem, measurements=problem.measurements @ SE3.exp(np.full((problem.edges, 6), 1e-3))
+    )
+    moved = optimise(other, initial, fw, report=None)
+    assert moved.converged and moved.chi2 != compiled.chi2
+    assert _device._COMPILED.keys() == kept.keys()
 
 
 def test_file_without_vertices_starts_from_odometry(tmp_path):

@@ -14,6 +14,7 @@ chains with one end fixed) that a larger Marquardt damping holds back (docs/pose
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,6 +32,12 @@ RELATIVE_DECREASE = 1e-5
 STEP_NORM = 1e-10
 MAX_ITERATIONS = 1000  # a guard against a loop that never ends, not a stopping rule
 INITIAL_DAMPING = 1e-10  # relative to diag(H)
+# Below this many unknowns a JAX solve on the CPU takes the solver's device back end, whose
+# loop is one function compiled per structure and kept: tinyGrid3D's solve ~4 ms against
+# ~11 ms eagerly (the CPU's sparse back end, Python between iterations), the first run of
+# a size compiling once (~1 s, then ~0.3 s from JAX's cache on disk). On smallGrid3D (744
+# unknowns) the compiled dense factorisation loses: 44 ms against 24 ms (NOTES 55).
+COMPILED_BELOW = 600
 
 
 @dataclass
@@ -43,6 +50,7 @@ class Result:
     reason: str = ""
     history: list[float] = field(default_factory=list)  # chi2 after each iteration
     timings: optim.Timings = field(default_factory=optim.Timings)
+    seconds: float = 0.0  # the solve's: from the start moved into `fw` to the poses read back
 
 
 def edge_residuals_and_jacobians(poses_i, poses_j, measurements_inverse):
@@ -136,6 +144,7 @@ def optimise(
 ) -> Result:
     """Levenberg-Marquardt from `initial` (group objects over NumPy), in the framework
     `fw` on `device`."""
+    start = time.perf_counter()
     graph, poses = least_squares(
         problem,
         element_in(fw, initial, device),
@@ -146,14 +155,22 @@ def optimise(
     def relabelled(line: str) -> None:  # the solver's cost is chi2 / 2
         report(line.replace("cost=", "half chi2="))
 
+    unknowns = problem.group.tangent_dim * (problem.vertices - 1)
+    if solver is None and fw.traces and device == "cpu" and unknowns < COMPILED_BELOW:
+        solver = "cholesky"
     result = optim.solve(graph, **SETTINGS, solver=solver, report=relabelled if report else None)
+    poses = result.values(poses).to_numpy()
+    seconds = time.perf_counter() - start
+    if report and not result.history:
+        report(f"compiled: {int(result.iterations)} iterations in one call, no line for each")
     return Result(
-        poses=result.values(poses).to_numpy(),
+        poses=poses,
         chi2=2.0 * float(result.cost),
         iterations=int(result.iterations),
-        solves=result.solves,
+        solves=int(result.solves),
         converged=bool(result.converged),
         reason=result.reason,
         history=[2.0 * float(c) for c in result.history],
         timings=result.timings,
+        seconds=seconds,
     )

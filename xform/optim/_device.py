@@ -257,7 +257,7 @@ def solve_on_device(problem: Problem, settings: Settings, eliminate) -> Result:
         return Result(
             problem_id=problem.id, solution=list(values), cost=cost, iterations=iterations,
             converged=converged, reason=_loop.reason(settings, status), history=[],
-            timings=timings, solves=solves,
+            timings=timings, solves=int(solves) if _frameworks.concrete(solves) else solves,
         )  # fmt: skip
     if not system.batched:
         values = [_expand(v) for v in values]
