@@ -60,6 +60,7 @@ def run(
     solver: str | None = None,
     report=print,
     device: str = "cpu",
+    compiled: bool = False,
 ):
     """Read, initialise, optimise, and write / plot if asked. Returns (problem, initial
     poses, result, seconds)."""
@@ -81,7 +82,9 @@ def run(
     initial = INITIALISATIONS[init](
         problem, framework("numpy"), solver if solver in HOST_SOLVERS else None
     )
-    result = optimise(problem, initial, fw, device=device, solver=solver, report=report)
+    result = optimise(
+        problem, initial, fw, device=device, solver=solver, compiled=compiled, report=report
+    )
     seconds = time.perf_counter() - start
     if report:
         report(f"final chi2={result.chi2!r} iterations={result.iterations} seconds={seconds:.6f}")

@@ -592,8 +592,7 @@ def test_the_compiled_solve_reaches_the_eager_solves_optimum():
     fw = framework("jax")
     problem = make_problem(read_g2o(DATA / "tinyGrid3D.g2o"), fw)
     initial = chordal(problem, fw)
-    eager = optimise(problem, initial, fw, solver="dense", report=None)
-    assert eager.history  # the CPU's sparse back end, iterated in Python
+    eager = optimise(problem, initial, fw, report=None)
     solve = compiled_solve(problem, fw)
     arguments = (
         element_in(fw, initial),
@@ -613,25 +612,26 @@ def test_the_compiled_solve_reaches_the_eager_solves_optimum():
     assert solve._cache_size() == 1
     with pytest.raises(ValueError, match="torch runs eagerly"):
         compiled_solve(problem, framework("torch"))
+    with pytest.raises(ValueError, match="torch runs eagerly"):
+        optimise(problem, initial, framework("torch"), compiled=True)
 
 
-def test_a_small_graphs_jax_solve_is_compiled_once_per_size():
-    """Below `COMPILED_BELOW` unknowns the example's JAX solve is the device back end's
-    loop, compiled once per structure and kept by the library: the same optimum as the
-    eager solve, and a second graph of the same sizes (other measurements) compiles
-    nothing."""
+def test_a_jax_solve_compiled_once_per_structure():
+    """`optimise(compiled=True)`: the device back end's loop, compiled once per structure
+    and kept by the solver: the eager solve's optimum, and a second graph of the same
+    sizes (other measurements) compiles nothing."""
     pytest.importorskip("jax")
-    from posegraph.optimise import COMPILED_BELOW, optimise
+    from posegraph.optimise import optimise
 
     from xform.optim import _device
 
     fw = framework("jax")
     problem = make_problem(read_g2o(DATA / "tinyGrid3D.g2o"), fw)
-    assert problem.group.tangent_dim * (problem.vertices - 1) < COMPILED_BELOW
     initial = chordal(problem, fw)
-    eager = optimise(problem, initial, fw, solver="dense", report=None)
+    eager = optimise(problem, initial, fw, report=None)
+    assert eager.history
     lines = []
-    compiled = optimise(problem, initial, fw, report=lines.append)
+    compiled = optimise(problem, initial, fw, compiled=True, report=lines.append)
     assert not compiled.history
     assert lines == [f"compiled: {compiled.iterations} iterations in one call, no line for each"]
     np.testing.assert_allclose(compiled.chi2, eager.chi2, rtol=1e-9)
@@ -640,7 +640,7 @@ def test_a_small_graphs_jax_solve_is_compiled_once_per_size():
     other = dataclasses.replace(
         problem, measurements=problem.measurements @ SE3.exp(np.full((problem.edges, 6), 1e-3))
     )
-    moved = optimise(other, initial, fw, report=None)
+    moved = optimise(other, initial, fw, compiled=True, report=None)
     assert moved.converged and moved.chi2 != compiled.chi2
     assert _device._COMPILED.keys() == kept.keys()
 

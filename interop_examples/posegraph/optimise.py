@@ -32,12 +32,6 @@ RELATIVE_DECREASE = 1e-5
 STEP_NORM = 1e-10
 MAX_ITERATIONS = 1000  # a guard against a loop that never ends, not a stopping rule
 INITIAL_DAMPING = 1e-10  # relative to diag(H)
-# Below this many unknowns a JAX solve on the CPU takes the solver's device back end, whose
-# loop is one function compiled per structure and kept: tinyGrid3D's solve ~4 ms against
-# ~11 ms eagerly (the CPU's sparse back end, Python between iterations), the first run of
-# a size compiling once (~1 s, then ~0.3 s from JAX's cache on disk). On smallGrid3D (744
-# unknowns) the compiled dense factorisation loses: 44 ms against 24 ms (NOTES 55).
-COMPILED_BELOW = 600
 
 
 @dataclass
@@ -140,10 +134,18 @@ def optimise(
     *,
     device: str = "cpu",
     solver: str | None = None,
+    compiled: bool = False,
     report: Callable[[str], None] | None = print,
 ) -> Result:
     """Levenberg-Marquardt from `initial` (group objects over NumPy), in the framework
-    `fw` on `device`."""
+    `fw` on `device`. `compiled` (JAX): the solve as one loop, compiled once per
+    structure and kept by the solver (its device back end, a dense Cholesky for a small
+    system; no line per iteration), which pays where one structure is solved many times:
+    tinyGrid3D's solve ~5 ms against ~11 ms iterated in Python, but its first call in a
+    process traces the loop (~0.5 s, its compilation then loaded from JAX's cache on disk)
+    where the eager solve's first takes ~0.3 s (benchmarks/NOTES.md 56)."""
+    if compiled and not fw.traces:
+        raise ValueError(f"optimise: {fw.name} runs eagerly; compiled=True takes JAX")
     start = time.perf_counter()
     graph, poses = least_squares(
         problem,
@@ -155,8 +157,7 @@ def optimise(
     def relabelled(line: str) -> None:  # the solver's cost is chi2 / 2
         report(line.replace("cost=", "half chi2="))
 
-    unknowns = problem.group.tangent_dim * (problem.vertices - 1)
-    if solver is None and fw.traces and device == "cpu" and unknowns < COMPILED_BELOW:
+    if compiled and solver is None:
         solver = "cholesky"
     result = optim.solve(graph, **SETTINGS, solver=solver, report=relabelled if report else None)
     poses = result.values(poses).to_numpy()
