@@ -410,7 +410,7 @@ def compiled_comparison(name: str, repeats: int) -> dict:
     eager_lm = median_time(
         lambda: eager.append(optimise(problem, start_poses, fw, report=None)),
         budget=0.0,
-        min_repeats=repeats,
+        min_repeats=10 * repeats,
     )
     eager_chi2 = eager[-1].chi2
     # the same compiled loop as `optim.solve` keeps it per structure, called as the eager
@@ -419,7 +419,7 @@ def compiled_comparison(name: str, repeats: int) -> dict:
     kept_lm = median_time(
         lambda: kept.append(optimise(problem, start_poses, fw, compiled=True, report=None)),
         budget=0.0,
-        min_repeats=repeats,
+        min_repeats=10 * repeats,
     )
     # the same in torch, and the eager floor there (`eager_floor`), where it is dense
     torch_lm = median_time(

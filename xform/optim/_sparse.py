@@ -361,7 +361,7 @@ class Pardiso:
     """MKL's PARDISO (pypardiso), symmetric positive definite: the lower triangle in CSC is
     the upper triangle in CSR, which PARDISO reads. The ordering and symbolic analysis
     (PARDISO's phase 11) run once per pattern; each matrix is a numeric factorisation and
-    a solve (phases 22 and 33), called through pypardiso's phase switch, since its
+    a solve (phase 23), called through pypardiso's phase switch, since its
     `factorize` and `solve` copy and compare the matrix and analyse it again every time.
     Its memory is given back when the solver is collected."""
 
@@ -423,8 +423,7 @@ class Pardiso:
                     self._solver.iparm[_PARDISO_USER_PERMUTATION] = 1
                 self._phase(11, upper, rhs)
                 self._analysed = True
-            self._phase(22, upper, rhs)
-            solution = self._phase(33, upper, rhs)
+            solution = self._phase(23, upper, rhs)  # factorise and solve: one call, not two
         except self._error as error:  # "zero pivot": not positive definite
             raise ArithmeticError(str(error)) from error
         if not np.all(np.isfinite(solution)):
