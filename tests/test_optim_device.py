@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from xform import SE3, optim
+from xform.optim import _loop
 from xform.optim.bal import read_bal
 
 torch = pytest.importorskip("torch")
@@ -111,6 +112,43 @@ def _pose_graph(framework: str, poses: int = 30, seed: int = 0):
     return problem
 
 
+def test_a_structure_is_worked_out_once_and_holds_no_values():
+    """A sliding window's next problem (other values and data, the same index arrays)
+    takes the structure the last one made: the same object and index tables, the same
+    steps as one made afresh; other edges or another fixed variable make another. What
+    is kept holds none of a problem's arrays."""
+    import gc
+    import weakref
+
+    from xform.optim import _device
+
+    def structure(problem):
+        settings = _loop.Settings(solver="cholesky")
+        return _device.DeviceSystem(problem, settings, None, optim.Timings()).kept
+
+    first = _pose_graph("torch", seed=0)
+    kept = structure(first)
+    again = _pose_graph("torch", seed=0)  # the same edges, other arrays
+    assert structure(again) is kept
+    assert _device.DeviceSystem(again, _loop.Settings(solver="cholesky"), None,
+                                optim.Timings()).index_tables() is not None  # fmt: skip
+    tables = kept.tables[True]
+    assert all(not t.flags.writeable for t in tables.values())
+    assert structure(_pose_graph("torch", seed=1)) is not kept  # other loop closures
+    refixed = _pose_graph("torch", seed=0)
+    refixed.fix(refixed.variable_sets[0][1])
+    assert structure(refixed) is not kept
+    _device._STRUCTURES.kept.clear()
+    fresh = optim.solve(_pose_graph("torch", seed=0), solver="cholesky", max_iterations=5)
+    reused = optim.solve(_pose_graph("torch", seed=0), solver="cholesky", max_iterations=5)
+    assert costs_of(reused) == costs_of(fresh)
+    initial = first.variable_sets[0].initial.quaternion
+    watch = weakref.ref(initial)
+    del first, again, refixed, initial
+    gc.collect()
+    assert watch() is None
+
+
 def test_pcg_on_a_whole_pose_graph_equals_the_dense_solve():
     """No set eliminated: PCG on the whole block-sparse system (180 unknowns, blocks of 6)
     takes the dense Cholesky's steps, to the optimum."""
@@ -153,6 +191,48 @@ def test_bounds_hold_on_every_path(framework, solver, batch):
     solved = np.asarray(result.values(x))
     np.testing.assert_allclose(solved, np.clip(target, lower, upper), atol=1e-9)
     assert np.all(np.asarray(result.converged))
+
+
+def _pulled_to_zero(v):  # one function for both problems: one structure, one compilation
+    return v - 0.0
+
+
+def _pulled_to(v, target):
+    return v - target
+
+
+def test_a_compiled_loop_takes_each_problems_bounds():
+    """JAX's loop is compiled once per structure and reused by the next problem of that
+    structure: its bounds are that problem's own, not the first one's (they were baked
+    into the first trace, and the second problem stopped at the first's bound)."""
+    from xform.optim import _device
+
+    def solve(lower):
+        problem = optim.Problem()
+        x = problem.variables(jax.numpy.full((3, 2), 5.0), lower=lower)
+        problem.add(_pulled_to_zero, x[np.arange(3)])
+        result = optim.solve(problem, solver="cholesky", max_iterations=50)
+        return np.asarray(result.values(x))
+
+    import gc
+    import weakref
+
+    compiled = len(_device._COMPILED)
+    np.testing.assert_allclose(solve(np.full((3, 2), 1.0)), 1.0)
+    # what the compiled loop keeps holds none of the problem's data
+    target = jax.numpy.full((3, 2), 0.25)
+    watch = weakref.ref(target)
+    problem = optim.Problem()
+    x = problem.variables(jax.numpy.full((3, 2), 5.0), lower=np.zeros((3, 2)))
+    problem.add(_pulled_to, x[np.arange(3)], data=(target,))
+    result = optim.solve(problem, solver="cholesky", max_iterations=50)
+    np.testing.assert_allclose(np.asarray(result.values(x)), 0.25)
+    del problem, x, result, target
+    gc.collect()
+    assert watch() is None
+    np.testing.assert_allclose(solve(np.full((3, 2), 2.0)), 2.0)
+    np.testing.assert_allclose(solve(np.array([[0.5, 3.0]] * 3)), [[0.5, 3.0]] * 3)
+    assert len(_device._COMPILED) == compiled + 2  # the problem with data is another
 
 
 @pytest.mark.skipif(not (SHARED / "sphere2500.g2o").is_file(), reason="no ../shared data")

@@ -11,11 +11,16 @@ these. Every array has a leading axis of problems (one, for a single problem).
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
+from typing import NamedTuple
+
 import numpy as np
 
 from .. import _frameworks, manifold
 from ..groups import LieGroup
 from . import _loop
+from ._kept import Kept, digest
 from ._linearise import linearise_cost, plan
 from ._loop import Clock, Settings
 from ._normal import NormalStructure, SchurStructure
@@ -31,6 +36,12 @@ DENSE_BYTES = 1 << 30  # and up to 1 GB of dense matrices for a whole batch
 SOLVERS = ("cholesky", "cudss", "pcg")
 
 
+class SetSizes(NamedTuple):
+    index: int
+    count: int
+    tangent_dim: int
+
+
 class DeviceSystem:
     """One problem's (or a batch's) normal equations and steps, in its framework."""
 
@@ -39,22 +50,19 @@ class DeviceSystem:
         self.xp = self.framework.namespace()
         self.sets = problem.variable_sets
         self.costs = problem.costs
+        self.arities = [len(c.instance_indices) for c in problem.costs]
         free = [~s.fixed for s in self.sets]
         self.plans = tuple(plan(c, free) for c in problem.costs)
         try:
-            self.structure = NormalStructure(problem, self.plans, eliminate)
-            e = self.structure.eliminated
-            reduced = e is not None and len(self.structure.pattern.sets) > 1
-            self.schur = (
-                Schur(SchurStructure(self.structure.pattern, e), self.framework)
-                if reduced
-                else None
-            )
+            self.kept = _structure(problem, self.plans, eliminate)
         except ArithmeticError:
             raise ValueError(
                 f"xform.optim.solve: cannot eliminate {eliminate.name}: a cost joins two of "
                 "its variables (its block of the normal equations is not block diagonal)"
             ) from None
+        self.structure = self.kept.normal
+        complement = self.kept.complement
+        self.schur = None if complement is None else Schur(complement, self.framework)
         self.size = self.structure.size
         solved = self.schur.structure.pattern.size if self.schur else self.size
         self.solver = settings.solver or _default_solver(solved, problem)
@@ -68,8 +76,15 @@ class DeviceSystem:
 
     def index_tables(self) -> dict[str, np.ndarray]:
         """Every index array the iteration reads, by name: the assembly's, H's pattern's,
-        the complement's, where each set's step lies; made once, in NumPy."""
+        the complement's, where each set's step lies; made once per structure, in NumPy,
+        read-only."""
         dense = self.solver == "cholesky"
+        tables = self.kept.tables.get(dense)
+        if tables is None:
+            tables = self.kept.tables[dense] = self._index_tables(dense)
+        return tables
+
+    def _index_tables(self, dense: bool) -> dict[str, np.ndarray]:
         tables = self.structure.tables(dense and self.schur is None)
         if self.schur is not None:
             tables.update(self.schur.structure.tables(dense))
@@ -79,13 +94,25 @@ class DeviceSystem:
             tables[f"step {k}"] = np.where(positions >= 0, positions, self.size).ravel()
         for c, cost in enumerate(self.costs):
             for a, indices in enumerate(cost.instance_indices):
-                tables[f"instances {c} {a}"] = np.asarray(indices)
+                tables[f"instances {c} {a}"] = np.array(indices)
+        for table in tables.values():
+            table.flags.writeable = False
         return tables
 
     @property
     def indices(self) -> list:
-        return [[self.tables[f"instances {c} {a}"] for a in range(len(cost.instance_indices))]
-                for c, cost in enumerate(self.costs)]  # fmt: skip
+        return [[self.tables[f"instances {c} {a}"] for a in range(arity)]
+                for c, arity in enumerate(self.arities)]  # fmt: skip
+
+    def shell(self) -> DeviceSystem:
+        """This system for a compiled loop to keep: the sets by their sizes and no costs,
+        so that it holds none of the problem's arrays (its data, its values) but `like`,
+        whose dtype and placement the loop's own arrays take."""
+        shell = copy.copy(self)
+        shell.sets = [SetSizes(s.index, s.count, s.tangent_dim) for s in self.sets]
+        shell.costs = [None] * len(self.costs)  # what names a bad residual: never traced
+        shell.tables = {}
+        return shell
 
     # --- arrays ---------------------------------------------------------------------------
 
@@ -250,10 +277,10 @@ def solve_on_device(problem: Problem, settings: Settings, eliminate) -> Result:
     system.rounding = 16.0 * float(system.xp.finfo(like.dtype).eps)
     tables = system.index_tables()
     bounds = ([s.lower for s in problem.variable_sets], [s.upper for s in problem.variable_sets])
-    if framework.traces:  # traced once per structure, its tables arguments: no history
+    if framework.traces:  # traced once per structure; tables and bounds are arguments
         values, cost, iterations, status, solves, converged = _compiled(
             system, settings, tables
-        )(values, data, {k: framework.indices(v) for k, v in tables.items()})
+        )(values, data, {k: framework.indices(v) for k, v in tables.items()}, bounds)
         return Result(
             problem_id=problem.id, solution=list(values), cost=cost, iterations=iterations,
             converged=converged, reason=_loop.reason(settings, status), history=[],
@@ -284,6 +311,44 @@ def solve_on_device(problem: Problem, settings: Settings, eliminate) -> Result:
     )  # fmt: skip
 
 
+# The structures of recent problems, by a digest of everything they are made from: a
+# sliding window solves one structure, index arrays and all, solve after solve, and
+# working it out in NumPy costs as much as the compiled loop's run (~10 ms for a window
+# of 10 cameras and 300 points; benchmarks/NOTES.md 57). Read-only once made, so shared;
+# none of a problem of over 4M instance slots (its set-up a small part of its solve).
+_STRUCTURES = Kept(size=8, largest=1 << 22)
+
+
+@dataclass
+class KeptStructure:
+    normal: NormalStructure
+    complement: SchurStructure | None
+    tables: dict  # the index tables, by whether the (reduced) system is solved dense
+
+
+def _structure(problem: Problem, plans, eliminate) -> KeptStructure:
+    """The problem's normal equations' structure and its complement's, made once per
+    structure. ArithmeticError where `eliminate` is joined to itself."""
+    sets, costs = problem.variable_sets, problem.costs
+    indices = [np.asarray(i) for c in costs for i in c.instance_indices]
+    key = digest(
+        (None if eliminate is None else eliminate.index,
+         [(s.count, s.tangent_dim) for s in sets],
+         [[selection.variables.index for selection in c.selections] for c in costs],
+         [(i.shape, i.dtype.str) for i in indices]),
+        [s.fixed for s in sets] + indices,
+    )  # fmt: skip
+    kept = _STRUCTURES.get(key)
+    if kept is None:
+        normal = NormalStructure(problem, plans, eliminate)
+        e = normal.eliminated
+        reduced = e is not None and len(normal.pattern.sets) > 1
+        kept = KeptStructure(normal, SchurStructure(normal.pattern, e) if reduced else None, {})
+        if _STRUCTURES.keeps(sum(i.size for i in indices)):
+            _STRUCTURES.put(key, kept)
+    return kept
+
+
 _COMPILED: dict = {}
 
 
@@ -302,15 +367,16 @@ def _compiled(system: DeviceSystem, settings: Settings, tables: dict):
         system.batched,
         s.eliminated,
         _frameworks.float_name(system.like.dtype),
+        _placement(system.like),  # where the loop's own arrays are made
         (settings.method, settings.max_iterations, settings.relative_decrease,
          settings.step_norm, settings.gradient_norm, settings.damping, system.solver),
     )  # fmt: skip
     if key not in _COMPILED:
         if len(_COMPILED) > 32:
             _COMPILED.clear()
-        bounds = ([v.lower for v in system.sets], [v.upper for v in system.sets])
+        system = system.shell()  # kept with the function: no problem's arrays
 
-        def run(values, data, tables):
+        def run(values, data, tables, bounds):  # all a problem's own: none baked in
             # a single problem gets its batch axis of one here, inside the trace, and loses
             # it here: eagerly, each of these is a dispatch of its own (~50 us in JAX)
             if not system.batched:
@@ -329,6 +395,11 @@ def _compiled(system: DeviceSystem, settings: Settings, tables: dict):
 
         _COMPILED[key] = system.framework.jit(run)
     return _COMPILED[key]
+
+
+def _placement(array):
+    """A concrete array's sharding (its devices), else None."""
+    return getattr(array, "sharding", None) if _frameworks.concrete(array) else None
 
 
 def _expand(value):

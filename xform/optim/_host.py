@@ -18,12 +18,13 @@ from .._interop import to_numpy
 from ..groups import LieGroup
 from . import _loop
 from ._host_schur import Schur
+from ._kept import Kept, digest
 from ._layout import Layout
 from ._linearise import lineariser, normal_blocks, plan
 from ._loop import Clock, Settings
 from ._problem import Problem, Variables, first_array, initial_values
 from ._result import Result, Timings
-from ._sparse import Kept, cost_pattern, digest, make_solver, slot_blocks
+from ._sparse import cost_pattern, make_solver, slot_blocks
 
 
 class HostSystem:
@@ -183,7 +184,7 @@ class Structure:
         )  # fmt: skip
         if eliminate is not None and layout.size > layout.reduced:
             block = functools.reduce(
-                math.gcd, [s.tangent_dim for s in layout.sets if s.index != eliminate.index],
+                math.gcd, [d for k, d in enumerate(layout.tangent_dims) if k != eliminate.index],
                 eliminate.tangent_dim,
             )
             self.linear = Schur(self.pattern, layout.reduced, eliminate.tangent_dim, block,
@@ -208,7 +209,7 @@ class Structures:
     def take(self, layout: Layout, columns, eliminate, solver) -> Structure:
         eliminated = None if eliminate is None else (eliminate.index, eliminate.tangent_dim)
         key = digest(
-            (layout.size, layout.reduced, solver, eliminated, [s.tangent_dim for s in layout.sets],
+            (layout.size, layout.reduced, solver, eliminated, layout.tangent_dims,
              [[c.shape for c in cols] for cols in columns]),
             [c for cols in columns for c in cols],
         )  # fmt: skip

@@ -36,8 +36,10 @@ class Layout:
         if eliminated is None:
             self.reduced = offset
         self.size = offset
-        self.sets = sets
-        self.order = order
+        # indices and sizes, not the sets: a structure kept for later solves must not hold
+        # a problem's values
+        self.tangent_dims = [s.tangent_dim for s in sets]
+        self.order = [s.index for s in order]
 
     def columns(self, s: Variables, indices: np.ndarray) -> np.ndarray:
         rank = self.ranks[s.index][indices]

@@ -41,7 +41,7 @@ class NormalStructure:
         # block set of each variable set with free variables (the layout's order)
         self.set_of: dict[int, int] = {}
         block_sets = []
-        for s in layout.order:
+        for s in (sets[k] for k in layout.order):
             if layout.counts[s.index]:
                 self.set_of[s.index] = len(block_sets)
                 block_sets.append(

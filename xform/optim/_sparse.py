@@ -17,16 +17,13 @@ saves.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import copy
 import ctypes
 import functools
-import hashlib
 import os
 import site
 import sys
-import threading
 import weakref
 from pathlib import Path
 
@@ -34,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._installed import DENSE_BELOW, MODULES, available_solvers
+from ._kept import Kept, digest
 
 
 def _mkl_runtime() -> str | None:
@@ -262,49 +260,6 @@ def cost_pattern(size: int, costs: list[tuple[np.ndarray, list[int]]]):
                 block[~keep] = nnz
         all_slots.append(slots.ravel())
     return pattern, all_slots
-
-
-def digest(description, arrays) -> bytes:
-    """A key for what is worked out once from index arrays: a digest of `description`
-    (its repr: sizes, shapes, names) and of the arrays' bytes."""
-    hashed = hashlib.blake2b(repr(description).encode(), digest_size=16)
-    for array in arrays:
-        hashed.update(np.ascontiguousarray(array).data)
-    return hashed.digest()
-
-
-class Kept:
-    """The last `size` things worked out once from index arrays (a pattern, a solve's
-    structure), by `digest`, none of more than `largest` (in the caller's unit): a sliding
-    window or a training loop works out the same one solve after solve. A lock makes it
-    safe to share between threads; `take` hands a thing out to one user alone."""
-
-    def __init__(self, size: int, largest: int):
-        self.size, self.largest = size, largest
-        self.kept, self.lock = collections.OrderedDict(), threading.Lock()
-
-    def get(self, key: bytes):
-        """The thing kept under `key`, left there (shared), or None."""
-        with self.lock:
-            found = self.kept.get(key)
-            if found is not None:
-                self.kept.move_to_end(key)
-            return found
-
-    def take(self, key: bytes):
-        """The thing kept under `key`, taken out (until `put` back), or None."""
-        with self.lock:
-            return self.kept.pop(key, None)
-
-    def keeps(self, bulk: int) -> bool:
-        return bulk <= self.largest
-
-    def put(self, key: bytes, thing) -> None:
-        with self.lock:
-            self.kept[key] = thing
-            self.kept.move_to_end(key)
-            while len(self.kept) > self.size:
-                self.kept.popitem(last=False)
 
 
 # The block patterns of recent graphs: a start or a sliding window builds the same pattern
