@@ -112,7 +112,7 @@ def _pose_graph(framework: str, poses: int = 30, seed: int = 0):
     return problem
 
 
-def test_a_structure_is_worked_out_once_and_holds_no_values():
+def test_a_structure_is_worked_out_once_and_holds_no_values(monkeypatch):
     """A sliding window's next problem (other values and data, the same index arrays)
     takes the structure the last one made: the same object and index tables, the same
     steps as one made afresh; other edges or another fixed variable make another. What
@@ -121,24 +121,26 @@ def test_a_structure_is_worked_out_once_and_holds_no_values():
     import weakref
 
     from xform.optim import _device
+    from xform.optim._kept import Kept
 
-    def structure(problem):
-        settings = _loop.Settings(solver="cholesky")
-        return _device.DeviceSystem(problem, settings, None, optim.Timings()).kept
+    monkeypatch.setattr(_device, "_STRUCTURES", Kept(size=4, largest=1 << 16))
+
+    def system(problem):
+        return _device.DeviceSystem(problem, _loop.Settings(solver="cholesky"), None,
+                                    optim.Timings())  # fmt: skip
 
     first = _pose_graph("torch", seed=0)
-    kept = structure(first)
+    kept = system(first).kept
     again = _pose_graph("torch", seed=0)  # the same edges, other arrays
-    assert structure(again) is kept
-    assert _device.DeviceSystem(again, _loop.Settings(solver="cholesky"), None,
-                                optim.Timings()).index_tables() is not None  # fmt: skip
-    tables = kept.tables[True]
+    assert system(again).kept is kept
+    tables = system(again).index_tables()
+    assert kept.tables[True] is tables and system(first).index_tables() is tables
     assert all(not t.flags.writeable for t in tables.values())
-    assert structure(_pose_graph("torch", seed=1)) is not kept  # other loop closures
+    assert system(_pose_graph("torch", seed=1)).kept is not kept  # other loop closures
     refixed = _pose_graph("torch", seed=0)
     refixed.fix(refixed.variable_sets[0][1])
-    assert structure(refixed) is not kept
-    _device._STRUCTURES.kept.clear()
+    assert system(refixed).kept is not kept
+    monkeypatch.setattr(_device, "_STRUCTURES", Kept(size=4, largest=1 << 16))
     fresh = optim.solve(_pose_graph("torch", seed=0), solver="cholesky", max_iterations=5)
     reused = optim.solve(_pose_graph("torch", seed=0), solver="cholesky", max_iterations=5)
     assert costs_of(reused) == costs_of(fresh)
@@ -201,38 +203,48 @@ def _pulled_to(v, target):
     return v - target
 
 
-def test_a_compiled_loop_takes_each_problems_bounds():
+def test_a_compiled_loop_takes_each_problems_bounds(monkeypatch):
     """JAX's loop is compiled once per structure and reused by the next problem of that
     structure: its bounds are that problem's own, not the first one's (they were baked
-    into the first trace, and the second problem stopped at the first's bound)."""
-    from xform.optim import _device
-
-    def solve(lower):
-        problem = optim.Problem()
-        x = problem.variables(jax.numpy.full((3, 2), 5.0), lower=lower)
-        problem.add(_pulled_to_zero, x[np.arange(3)])
-        result = optim.solve(problem, solver="cholesky", max_iterations=50)
-        return np.asarray(result.values(x))
-
+    into the first trace, and the second problem stopped at the first's bound), as NumPy,
+    lists or JAX arrays, in the values' dtype whatever theirs; and what the compiled loop
+    keeps holds none of a problem's arrays, its values or its data."""
     import gc
     import weakref
 
-    compiled = len(_device._COMPILED)
+    from xform.optim import _device
+
+    monkeypatch.setattr(_device, "_COMPILED", {})
+
+    def solve(lower, dtype=np.float64):
+        problem = optim.Problem()
+        x = problem.variables(jax.numpy.full((3, 2), 5.0, dtype), lower=lower)
+        problem.add(_pulled_to_zero, x[np.arange(3)])
+        result = optim.solve(problem, solver="cholesky", max_iterations=50)
+        assert result.values(x).dtype == dtype
+        return np.asarray(result.values(x))
+
     np.testing.assert_allclose(solve(np.full((3, 2), 1.0)), 1.0)
-    # what the compiled loop keeps holds none of the problem's data
+    np.testing.assert_allclose(solve(np.full((3, 2), 2.0)), 2.0)
+    np.testing.assert_allclose(solve(np.array([[0.5, 3.0]] * 3)), [[0.5, 3.0]] * 3)
+    np.testing.assert_allclose(solve([0.25, 1.5]), [[0.25, 1.5]] * 3)  # a list, broadcast
+    np.testing.assert_allclose(solve(jax.numpy.full((3, 2), 0.75)), 0.75)
+    assert len(_device._COMPILED) == 1
+    # float32 values, float64 bounds (NumPy and JAX): the loop keeps float32
+    np.testing.assert_allclose(solve(np.full((3, 2), 1.0), np.float32), 1.0)
+    np.testing.assert_allclose(solve(jax.numpy.full((3, 2), 2.0), np.float32), 2.0)
+    assert len(_device._COMPILED) == 2
+
     target = jax.numpy.full((3, 2), 0.25)
-    watch = weakref.ref(target)
     problem = optim.Problem()
     x = problem.variables(jax.numpy.full((3, 2), 5.0), lower=np.zeros((3, 2)))
     problem.add(_pulled_to, x[np.arange(3)], data=(target,))
     result = optim.solve(problem, solver="cholesky", max_iterations=50)
     np.testing.assert_allclose(np.asarray(result.values(x)), 0.25)
+    watched = [weakref.ref(target), weakref.ref(problem.variable_sets[0].initial)]
     del problem, x, result, target
     gc.collect()
-    assert watch() is None
-    np.testing.assert_allclose(solve(np.full((3, 2), 2.0)), 2.0)
-    np.testing.assert_allclose(solve(np.array([[0.5, 3.0]] * 3)), [[0.5, 3.0]] * 3)
-    assert len(_device._COMPILED) == compiled + 2  # the problem with data is another
+    assert [w() for w in watched] == [None, None]
 
 
 @pytest.mark.skipif(not (SHARED / "sphere2500.g2o").is_file(), reason="no ../shared data")

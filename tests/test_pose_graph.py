@@ -614,6 +614,8 @@ def test_the_compiled_solve_reaches_the_eager_solves_optimum():
         compiled_solve(problem, framework("torch"))
     with pytest.raises(ValueError, match="torch runs eagerly"):
         optimise(problem, initial, framework("torch"), compiled=True)
+    with pytest.raises(ValueError, match="solver 'pardiso' is the CPU's"):
+        optimise(problem, initial, fw, compiled=True, solver="pardiso")
 
 
 def test_a_jax_solve_compiled_once_per_structure():

@@ -32,6 +32,10 @@ RELATIVE_DECREASE = 1e-5
 STEP_NORM = 1e-10
 MAX_ITERATIONS = 1000  # a guard against a loop that never ends, not a stopping rule
 INITIAL_DAMPING = 1e-10  # relative to diag(H)
+# `optim.solve`'s solvers on its device back end, and the size up to which it factorises
+# dense there (docs/optim.md)
+DEVICE_SOLVERS = ("cholesky", "cudss", "pcg")
+DENSE_UP_TO = 4096
 
 
 @dataclass
@@ -146,6 +150,11 @@ def optimise(
     where the eager solve's first takes ~0.3 s (benchmarks/NOTES.md 56)."""
     if compiled and not fw.traces:
         raise ValueError(f"optimise: {fw.name} runs eagerly; compiled=True takes JAX")
+    if compiled and solver not in (None, *DEVICE_SOLVERS):
+        raise ValueError(
+            f"optimise: compiled=True solves on the device back end ({', '.join(DEVICE_SOLVERS)}"
+            f"); solver {solver!r} is the CPU's"
+        )
     start = time.perf_counter()
     graph, poses = least_squares(
         problem,
@@ -157,8 +166,9 @@ def optimise(
     def relabelled(line: str) -> None:  # the solver's cost is chi2 / 2
         report(line.replace("cost=", "half chi2="))
 
-    if compiled and solver is None:
-        solver = "cholesky"
+    if compiled and solver is None:  # a dense factorisation is N^2 memory: PCG above ~4k
+        unknowns = problem.group.tangent_dim * (problem.vertices - 1)
+        solver = "cholesky" if unknowns <= DENSE_UP_TO else "pcg"
     result = optim.solve(graph, **SETTINGS, solver=solver, report=relabelled if report else None)
     poses = result.values(poses).to_numpy()
     seconds = time.perf_counter() - start

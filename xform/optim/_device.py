@@ -105,13 +105,22 @@ class DeviceSystem:
                 for c, arity in enumerate(self.arities)]  # fmt: skip
 
     def shell(self) -> DeviceSystem:
-        """This system for a compiled loop to keep: the sets by their sizes and no costs,
-        so that it holds none of the problem's arrays (its data, its values) but `like`,
-        whose dtype and placement the loop's own arrays take."""
+        """This system for a compiled loop to keep: the sets by their sizes, no costs, and
+        `like` (whose dtype and placement the loop's own arrays take) an empty array, so
+        that it holds none of the problem's arrays (its data, its values)."""
         shell = copy.copy(self)
         shell.sets = [SetSizes(s.index, s.count, s.tangent_dim) for s in self.sets]
-        shell.costs = [None] * len(self.costs)  # what names a bad residual: never traced
+        # costs only name a non-finite initial residual, checked on concrete arrays: in
+        # the compiled loop every residual is a tracer
+        shell.costs = [None] * len(self.costs)
         shell.tables = {}
+        shell.clock = Clock(Timings())  # a retrace's time is no later solve's
+        like = self.like  # an empty array of its dtype and placement, not its values
+        shell.like = (
+            self.framework.zeros((0, *like.shape[1:]), _frameworks.float_name(like.dtype), like)
+            if _frameworks.concrete(like)
+            else np.zeros(0, like.dtype)  # a tracer of the caller's trace: not to be kept
+        )
         return shell
 
     # --- arrays ---------------------------------------------------------------------------
@@ -278,6 +287,10 @@ def solve_on_device(problem: Problem, settings: Settings, eliminate) -> Result:
     tables = system.index_tables()
     bounds = ([s.lower for s in problem.variable_sets], [s.upper for s in problem.variable_sets])
     if framework.traces:  # traced once per structure; tables and bounds are arguments
+        bounds = tuple(
+            [None if b is None else _bound_argument(framework, b, v) for b, v in zip(side, values)]
+            for side in bounds
+        )
         values, cost, iterations, status, solves, converged = _compiled(
             system, settings, tables
         )(values, data, {k: framework.indices(v) for k, v in tables.items()}, bounds)
@@ -314,9 +327,11 @@ def solve_on_device(problem: Problem, settings: Settings, eliminate) -> Result:
 # The structures of recent problems, by a digest of everything they are made from: a
 # sliding window solves one structure, index arrays and all, solve after solve, and
 # working it out in NumPy costs as much as the compiled loop's run (~10 ms for a window
-# of 10 cameras and 300 points; benchmarks/NOTES.md 57). Read-only once made, so shared;
-# none of a problem of over 4M instance slots (its set-up a small part of its solve).
-_STRUCTURES = Kept(size=8, largest=1 << 22)
+# of 10 cameras and 300 points; benchmarks/NOTES.md 57). Read-only once made, so shared.
+# Its index tables take 300-440 bytes an instance slot (the window's 1.7 MB for 5,577
+# slots; 100 cameras and 5,000 points: 63 MB for 143,967), so none of over 65,536 slots
+# is kept (its set-up a small part of its solve), and the 4 kept hold ~120 MB at most.
+_STRUCTURES = Kept(size=4, largest=1 << 16)
 
 
 @dataclass
@@ -382,19 +397,30 @@ def _compiled(system: DeviceSystem, settings: Settings, tables: dict):
             if not system.batched:
                 values = [_expand(v) for v in values]
                 data = [_tree_expand(d) for d in data]
-            system.tables = tables
-            outcome = _loop.minimise(system, settings, values, data, bounds)
-            system.tables = {}  # the trace's: not to be kept
-            out = (outcome.values, outcome.cost, outcome.iterations, outcome.status,
-                   _loop.converged(outcome.status))  # fmt: skip
+            traced = copy.copy(system)  # the trace's tables on a copy: two threads may trace
+            traced.tables = tables
+            outcome = _loop.minimise(traced, settings, values, data, bounds)
+            values, cost, iterations, status = (outcome.values, outcome.cost,
+                                                outcome.iterations, outcome.status)  # fmt: skip
+            converged = _loop.converged(status)
             if not system.batched:
-                values, cost, iterations, status, converged = out
-                out = ([_squeeze(v) for v in values], cost[0], iterations[0], status[0],
-                       converged[0])  # fmt: skip
-            return (*out[:4], outcome.solves, out[4])
+                values = [_squeeze(v) for v in values]
+                cost, iterations, status, converged = (cost[0], iterations[0], status[0],
+                                                       converged[0])  # fmt: skip
+            return values, cost, iterations, status, outcome.solves, converged
 
         _COMPILED[key] = system.framework.jit(run)
     return _COMPILED[key]
+
+
+def _bound_argument(framework, bound, value):
+    """A bound as an argument of the compiled loop: in the values' dtype (a float64 bound
+    would promote float32 values, and the loop's carry must keep its types), NumPy where it
+    is not the framework's own array (a list too), moved in the call's own dispatch."""
+    dtype = first_array(value).dtype
+    if framework.owns(bound):
+        return bound if bound.dtype == dtype else bound.astype(dtype)
+    return np.asarray(bound, dtype=dtype)
 
 
 def _placement(array):

@@ -156,7 +156,7 @@ class HostSystem:
             framework = self.values_framework
             # A compiled retraction (JAX's) takes the steps as NumPy, moved in its call's
             # dispatch (~10 us), where an eager transfer costs ~120 us.
-            delta = _cast if framework.traces else framework.constant
+            delta = _as_numpy_like if framework.traces else framework.constant
             deltas = [
                 delta(self.layout.split(step[0], s), first_array(v)) if m else None
                 for s, v, m in zip(self.sets, values, self.moving)
@@ -164,7 +164,8 @@ class HostSystem:
             return list(self.retract_sets(values, deltas, self.masks, *bounds))
 
 
-def _cast(values: np.ndarray, like) -> np.ndarray:
+def _as_numpy_like(values: np.ndarray, like) -> np.ndarray:
+    """`values` in `like`'s dtype, left in NumPy: a compiled function's argument."""
     return np.asarray(values, dtype=like.dtype)
 
 

@@ -44,6 +44,8 @@ class Kept:
             return self.kept.pop(key, None)
 
     def keeps(self, bulk: int) -> bool:
+        """Whether a thing of `bulk` (the caller's measure of it: entries of a pattern,
+        instance slots) is small enough to keep."""
         return bulk <= self.largest
 
     def put(self, key: bytes, thing) -> None:
