@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xform import SE2, SE3, optim
+from xform.optim._device import DENSE_UP_TO  # where the device back end factorises dense
+from xform.optim._solve import DEVICE_SOLVERS
 
 from .edges import whitened_edges
 from .framework import array_in, element_in
@@ -32,10 +34,6 @@ RELATIVE_DECREASE = 1e-5
 STEP_NORM = 1e-10
 MAX_ITERATIONS = 1000  # a guard against a loop that never ends, not a stopping rule
 INITIAL_DAMPING = 1e-10  # relative to diag(H)
-# `optim.solve`'s solvers on its device back end, and the size up to which it factorises
-# dense there (docs/optim.md)
-DEVICE_SOLVERS = ("cholesky", "cudss", "pcg")
-DENSE_UP_TO = 4096
 
 
 @dataclass

@@ -33,7 +33,6 @@ from ._schur import Schur
 # memory grows as N^2 (128 MB of float64 at 4,096).
 DENSE_UP_TO = 4096
 DENSE_BYTES = 1 << 30  # and up to 1 GB of dense matrices for a whole batch
-SOLVERS = ("cholesky", "cudss", "pcg")
 
 
 class SetSizes(NamedTuple):
