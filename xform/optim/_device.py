@@ -413,13 +413,13 @@ def _compiled(system: DeviceSystem, settings: Settings, tables: dict):
 
 
 def _bound_argument(framework, bound, value):
-    """A bound as an argument of the compiled loop: in the values' dtype (a float64 bound
-    would promote float32 values, and the loop's carry must keep its types), NumPy where it
-    is not the framework's own array (a list too), moved in the call's own dispatch."""
-    dtype = first_array(value).dtype
+    """A bound as an argument of the compiled loop: the framework's own array as it is
+    (`Variables` holds it in the values' dtype), anything else (NumPy, a list) as NumPy in
+    the values' dtype, moved in the call's own dispatch. The loop's carry keeps its types:
+    a float64 bound would make float32 values float64."""
     if framework.owns(bound):
-        return bound if bound.dtype == dtype else bound.astype(dtype)
-    return np.asarray(bound, dtype=dtype)
+        return bound
+    return np.asarray(bound, dtype=first_array(value).dtype)
 
 
 def _placement(array):

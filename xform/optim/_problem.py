@@ -47,6 +47,18 @@ def is_concrete(x) -> bool:
     return all(_frameworks.concrete(a) for a in arrays)
 
 
+def _in_dtype_of(bound, initial):
+    """A bound in the values' framework in their dtype: every path compares the values
+    with it at each step, and a float64 bound made float32 values float64. Bounds of
+    another kind (NumPy beside PyTorch or JAX values, lists) each path converts already."""
+    framework = _frameworks.of(bound)
+    if framework is None or framework is not _frameworks.of(initial):
+        return bound
+    if bound.dtype == initial.dtype:
+        return bound
+    return framework.namespace().asarray(bound, dtype=initial.dtype)
+
+
 class Variables:
     """A set of `n` variables of one kind, made by `Problem.variables`: a batch of a group
     (`xform.SO2`, `SE2`, `SO3`, `SE3`, `Sim3`, or any `xform.groups.LieGroup`) or of
@@ -87,12 +99,12 @@ class Variables:
             )
         self.count = shape[lead]
         self.fixed = np.zeros(self.count, dtype=bool)
-        self.lower, self.upper = lower, upper
         if (lower is not None or upper is not None) and self.group is not None:
             raise TypeError(
                 f"xform.optim.Problem.variables: bounds ('lower', 'upper') are for Euclidean "
                 f"variables; {name} is an xform.{self.group.__name__}"
             )
+        self.lower, self.upper = _in_dtype_of(lower, initial), _in_dtype_of(upper, initial)
 
     def __len__(self) -> int:
         return self.count
