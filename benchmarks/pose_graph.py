@@ -312,11 +312,11 @@ def eager_floor(problem, start_poses, fw):
     Cholesky, and per step `exp`, a product and a normalisation. No problem, layout,
     pattern, bounds, masks or timings: what `xform.optim` adds to this is its generality.
     Returns `(poses, chi2, iterations)`; meant for graphs below `DENSE_BELOW` unknowns."""
-    import scipy.linalg
     from posegraph.edges import whitened_edges
     from posegraph.optimise import INITIAL_DAMPING, MAX_ITERATIONS, RELATIVE_DECREASE
 
     from xform import optim, to_numpy
+    from xform.optim._sparse import cholesky_solve  # LAPACK's, called directly
 
     n, d = problem.vertices, problem.group.tangent_dim
     group = problem.group
@@ -357,10 +357,7 @@ def eager_floor(problem, start_poses, fw):
             minlength=n * d,
         )[d:]
         hessian[np.diag_indices_from(hessian)] *= 1.0 + damping
-        factor = scipy.linalg.cho_factor(hessian, lower=True, check_finite=False)
-        step = np.concatenate(
-            [np.zeros(d), scipy.linalg.cho_solve(factor, -gradient, check_finite=False)]
-        )
+        step = np.concatenate([np.zeros(d), cholesky_solve(np.asfortranarray(hessian), -gradient)])
         trial = (poses @ group.exp(array_in(fw, step.reshape(n, d)))).normalize()
         trial_r, trial_j_i, trial_j_j, trial_cost = linearise(trial)
         if trial_cost < cost:

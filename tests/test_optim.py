@@ -16,6 +16,7 @@ from xform.groups import GROUPS
 from xform.optim._sparse import (
     Pattern,
     available_solvers,
+    cholesky_solve,
     cost_pattern,
     make_solver,
 )
@@ -537,6 +538,33 @@ def test_sparse_pattern_and_solvers(rng):
     for name in available_solvers():
         x = make_solver(pattern, name)(values, rhs)
         np.testing.assert_allclose(pattern.full_matrix(values) @ x, rhs, atol=1e-8, err_msg=name)
+    # an indefinite matrix (one diagonal entry negative) is refused by every Cholesky,
+    # never solved quietly (SuperLU, an LU, refuses only a singular one)
+    indefinite = values.copy()
+    indefinite[pattern.diagonal[5]] = -1.0
+    for name in set(available_solvers()) - {"superlu"}:
+        with pytest.raises(ArithmeticError):
+            make_solver(pattern, name)(indefinite, rhs)
+
+
+def test_dense_cholesky_solves_and_refuses():
+    """LAPACK's Cholesky called directly: the solution of SciPy's, a block of right-hand
+    sides, the empty system, and a semidefinite matrix refused; the solver's own copy of
+    the matrix is what it overwrites."""
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(7, 7))
+    spd = a @ a.T + np.eye(7)
+    rhs = rng.normal(size=(7, 2))
+    kept = spd.copy()
+    x = cholesky_solve(np.asfortranarray(spd.copy()), rhs)
+    np.testing.assert_allclose(x, np.linalg.solve(kept, rhs), rtol=1e-12)
+    x = cholesky_solve(spd, rhs[:, 0])  # C order: LAPACK works on a copy
+    np.testing.assert_array_equal(spd, kept)
+    np.testing.assert_allclose(x, np.linalg.solve(kept, rhs[:, 0]), rtol=1e-12)
+    assert cholesky_solve(np.zeros((0, 0)), np.zeros(0)).shape == (0,)
+    singular = a[:, :3] @ a[:, :3].T  # rank 3
+    with pytest.raises(ArithmeticError, match="not positive definite"):
+        cholesky_solve(np.asfortranarray(singular), rhs)
 
 
 def test_block_pattern_of_mixed_blocks_and_unread_unknowns(rng):
@@ -590,6 +618,13 @@ def test_block_pattern_of_mixed_blocks_and_unread_unknowns(rng):
     for name in available_solvers():
         x = make_solver(pattern, name)(values, rhs)
         np.testing.assert_allclose(pattern.full_matrix(values) @ x, rhs, atol=1e-8, err_msg=name)
+    # an indefinite matrix (one diagonal entry negative) is refused by every Cholesky,
+    # never solved quietly (SuperLU, an LU, refuses only a singular one)
+    indefinite = values.copy()
+    indefinite[pattern.diagonal[5]] = -1.0
+    for name in set(available_solvers()) - {"superlu"}:
+        with pytest.raises(ArithmeticError):
+            make_solver(pattern, name)(indefinite, rhs)
 
 
 PARDISO_IMPORT = """

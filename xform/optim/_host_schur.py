@@ -20,12 +20,11 @@ Two ways to form S, chosen by size once per structure:
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse as sp
 
 from ._installed import DENSE_BELOW
 from ._schur_pairs import schur_pair_sums
-from ._sparse import Pattern, make_solver
+from ._sparse import Pattern, cholesky_solve, make_solver
 
 # The most entries of B (reduced x eliminated unknowns) held dense: 32 MB of float64.
 DENSE_B_ENTRIES = 1 << 22
@@ -155,13 +154,7 @@ class Schur:
         y = y.transpose(1, 0, 2).reshape(reduced, n_e * d)
         s = -(y @ b.T)
         s.ravel()[self.a_flat] += values[self.a_where]
-        try:
-            factor = scipy.linalg.cho_factor(s, lower=True, check_finite=False)
-        except np.linalg.LinAlgError as error:
-            raise ArithmeticError(str(error)) from error
-        x_r = scipy.linalg.cho_solve(factor, -g_r + y @ g_e, check_finite=False)
-        if not np.all(np.isfinite(x_r)):
-            raise ArithmeticError("the reduced system is not positive definite")
+        x_r = cholesky_solve(s, -g_r + y @ g_e)
         return x_r, b.T @ x_r
 
     def _sparse_reduced(self, values, c_inverse, g_r, g_e):

@@ -43,18 +43,21 @@ class Settings:
         return 10 * self.max_iterations + 50
 
     def reason(self, status: int) -> str:
-        return {
-            RUNNING: "running",
-            DECREASE: f"relative decrease below {self.relative_decrease:g}",
-            STEP: f"step norm below {self.step_norm:g}",
-            GRADIENT: f"gradient norm below {self.gradient_norm:g}",
-            ZERO: "the cost is zero",
-            LIMIT: f"iteration limit ({self.max_iterations}) reached",
-            SINGULAR: "the normal equations are singular (try method='lm')",
-            TRIALS: f"{self.max_solves} trial steps without converging",
-            FIXED: "every variable is fixed",
-        }[status]
+        return _REASONS[status].format(self)
 
+
+# Why a problem stopped, formatted with its settings (only the one asked for is formatted).
+_REASONS = {
+    RUNNING: "running",
+    DECREASE: "relative decrease below {0.relative_decrease:g}",
+    STEP: "step norm below {0.step_norm:g}",
+    GRADIENT: "gradient norm below {0.gradient_norm:g}",
+    ZERO: "the cost is zero",
+    LIMIT: "iteration limit ({0.max_iterations}) reached",
+    SINGULAR: "the normal equations are singular (try method='lm')",
+    TRIALS: "{0.max_solves} trial steps without converging",
+    FIXED: "every variable is fixed",
+}
 
 CONVERGED = (DECREASE, STEP, GRADIENT, ZERO, FIXED)
 
@@ -250,9 +253,9 @@ def reason(settings: Settings, status) -> str:
     if not concrete(status):
         return "traced: read result.converged"
     codes = np.asarray(NUMPY.convert(status)).ravel()
-    counts = {settings.reason(int(c)): int((codes == c).sum()) for c in np.unique(codes)}
     if len(codes) == 1:
-        return next(iter(counts))
+        return settings.reason(int(codes[0]))
+    counts = {settings.reason(int(c)): int((codes == c).sum()) for c in np.unique(codes)}
     return "; ".join(f"{text}: {count}/{len(codes)}" for text, count in counts.items())
 
 

@@ -28,6 +28,7 @@ import weakref
 from pathlib import Path
 
 import numpy as np
+import scipy.linalg
 import scipy.sparse as sp
 
 from ._installed import DENSE_BELOW, MODULES, available_solvers
@@ -486,9 +487,29 @@ class Cholmod:
         return self._factor(rhs)
 
 
+def cholesky_solve(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """x with `matrix x = rhs`, `matrix` (float64, symmetric positive definite, its lower
+    triangle read) overwritten by its factor: LAPACK's `potrf` and `potrs` called directly,
+    since SciPy's `cho_factor` and `cho_solve` check and copy their arguments at ~35 us a
+    solve, as much as factorising 48 unknowns (benchmarks/NOTES.md 58). A matrix that is
+    not positive definite (to rounding) raises ArithmeticError."""
+    if not len(matrix):  # nothing to solve (LAPACK refuses the empty system)
+        return np.zeros_like(rhs, dtype=np.float64)
+    factor, info = _POTRF(matrix, lower=1, clean=0, overwrite_a=1)
+    if info != 0:
+        raise ArithmeticError(f"the matrix is not positive definite (LAPACK potrf: {info})")
+    solution, info = _POTRS(factor, rhs, lower=1)
+    if info != 0 or not np.all(np.isfinite(solution)):
+        raise ArithmeticError("the matrix is not positive definite")
+    return solution
+
+
+_POTRF, _POTRS = scipy.linalg.lapack.get_lapack_funcs(("potrf", "potrs"), (np.zeros(1),))
+
+
 class Dense:
-    """NumPy's (LAPACK's) dense Cholesky: for small systems (the reduced camera system of a
-    bundle adjustment with few cameras), where the sparse libraries' fixed costs dominate."""
+    """LAPACK's dense Cholesky: for small systems (the reduced camera system of a bundle
+    adjustment with few cameras), where the sparse libraries' fixed costs dominate."""
 
     name = "dense"
 
@@ -497,28 +518,21 @@ class Dense:
         self._columns = np.repeat(np.arange(pattern.size), np.diff(pattern.indptr))
 
     def __call__(self, values: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-        import scipy.linalg
-
-        matrix = np.zeros((self._pattern.size,) * 2)
+        matrix = np.zeros((self._pattern.size,) * 2, order="F")
         matrix[self._pattern.indices, self._columns] = values  # lower triangle
-        try:
-            factor = scipy.linalg.cho_factor(matrix, lower=True, check_finite=False)
-        except np.linalg.LinAlgError as error:
-            raise ArithmeticError(str(error)) from error
-        solution = scipy.linalg.cho_solve(factor, rhs, check_finite=False)
-        if not np.all(np.isfinite(solution)):
-            raise ArithmeticError("the matrix is not positive definite")
-        return solution
+        return cholesky_solve(matrix, rhs)
 
 
 SOLVERS = {
     s.name: s for s in (Pardiso, Cholmod, CholmodSupernodal, CholmodSimplicial, SuperLU, Dense)
 }
+
+
 def make_solver(pattern: Pattern, name: str | None = None):
     """A function (values, rhs) -> x solving H x = rhs for matrices of `pattern`; by
     default the dense Cholesky for fewer than `DENSE_BELOW` unknowns, else the fastest
     installed sparse one. A matrix that is not positive definite (to rounding) raises
-    ArithmeticError."""
+    ArithmeticError (SuperLU's, an LU: a singular one)."""
     if name is None:
         name = "dense" if pattern.size < DENSE_BELOW else available_solvers()[0]
     if name not in SOLVERS:
