@@ -31,7 +31,7 @@ class HostSystem:
     """One problem's sparse normal equations on the CPU, and its steps."""
 
     framework = _frameworks.NUMPY
-    xp = np
+    xp = _loop.OneProblem  # the loop's state: this problem's numbers
 
     def __init__(self, problem: Problem, settings: Settings, eliminate, timings: Timings):
         self.clock = Clock(timings)
@@ -83,10 +83,10 @@ class HostSystem:
         )  # fmt: skip
 
     def zeros(self, shape, kind: str):
-        return np.zeros(shape, np.float64 if kind == "float" else np.int64)
+        return 0.0 if kind == "float" else 0
 
-    def select(self, mask, new, old):
-        return new if bool(mask[0]) else old
+    def select(self, accept, new, old):
+        return new if accept else old
 
     def linearise(self, values, data):
         with self.clock("residuals"):
@@ -122,7 +122,7 @@ class HostSystem:
                                 minlength=self.size + 1)[: self.size]  # fmt: skip
             else:
                 values_h, g = np.zeros(self.pattern.nnz), np.zeros(self.size)
-        return np.array([cost]), values_h, g[None]
+        return cost, values_h, g
 
     def _product(self, index: int, j: np.ndarray) -> np.ndarray:
         """J^T J of one cost, J^T copied first: NumPy's matmul of small matrices runs ~1.5x
@@ -141,15 +141,15 @@ class HostSystem:
             diagonal = h[self.pattern.diagonal]
             scale = np.maximum(diagonal, 1e-12 * max(diagonal.max(initial=0.0), 1e-300))
             damped = h.copy()
-            damped[self.pattern.diagonal] = diagonal + damping[0] * scale
+            damped[self.pattern.diagonal] = diagonal + damping * scale
             try:
-                step = self.linear(damped, g[0])
+                step = self.linear(damped, g)
             except ArithmeticError:
                 step = None
             finite = step is not None and bool(np.all(np.isfinite(step)))
             if not finite:
                 step = np.zeros(self.size)
-            return step[None], np.array([finite]), scale[None]
+            return step, finite, scale
 
     def retract(self, values, step, bounds):
         with self.clock("other"):
@@ -158,7 +158,7 @@ class HostSystem:
             # dispatch (~10 us), where an eager transfer costs ~120 us.
             delta = _as_numpy_like if framework.traces else framework.constant
             deltas = [
-                delta(self.layout.split(step[0], s), first_array(v)) if m else None
+                delta(self.layout.split(step, s), first_array(v)) if m else None
                 for s, v, m in zip(self.sets, values, self.moving)
             ]
             return list(self.retract_sets(values, deltas, self.masks, *bounds))
@@ -276,11 +276,11 @@ def solve_on_host(problem: Problem, settings: Settings, eliminate: Variables | N
     return Result(
         problem_id=problem.id,
         solution=outcome.values,
-        cost=float(outcome.cost[0]),
-        iterations=int(outcome.iterations[0]),
-        converged=bool(_loop.converged(outcome.status)[0]),
+        cost=float(outcome.cost),
+        iterations=int(outcome.iterations),
+        converged=bool(_loop.converged(outcome.status)),
         reason=_loop.reason(settings, outcome.status),
-        history=[float(h[0]) for h in outcome.history],
+        history=[float(h) for h in outcome.history],
         timings=timings,
         solves=int(outcome.solves),
     )

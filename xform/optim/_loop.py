@@ -16,6 +16,8 @@ framework runs loops: in Python (NumPy, PyTorch), or traced once (`jax.lax.while
 
 from __future__ import annotations
 
+import math
+import operator
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -68,16 +70,18 @@ def step_rule(xp, settings: Settings, rounding: float, cost, trial_cost, step, f
     lm = settings.method == "lm"
     # the decrease of the damped quadratic model, -g.s - s.H s / 2, which is
     # s.(lambda D s - g) / 2 since (H + lambda D) s = -g
-    predicted = 0.5 * (step * (damping[:, None] * scale * step - g)).sum(-1)
+    predicted = 0.5 * (step * (_rows(damping) * scale * step - g)).sum(-1)
     actual = cost - trial_cost
     trial_finite = xp.isfinite(trial_cost) & finite
     # A decrease within the cost's rounding cannot be measured: such a step is taken on the
     # model's word, or LM stalls some sqrt(eps) short of the minimum.
     unmeasurable = (predicted <= rounding * cost) & (xp.abs(actual) <= rounding * cost)
     accept = trial_finite & (((actual > 0) | unmeasurable) if lm else True)
-    measured = (predicted > 0) & ~unmeasurable
+    measured = (predicted > 0) & xp.logical_not(unmeasurable)
     ratio = xp.where(measured, actual / xp.where(measured, predicted, 1.0), 1.0)
-    factor = 1.0 - (2.0 * ratio - 1.0) ** 3
+    centred = 2.0 * ratio - 1.0
+    factor = 1.0 - centred * centred * centred  # a product: Python's power of a float raises
+    # on overflow
     factor = xp.where(factor > 1.0 / 3.0, factor, 1.0 / 3.0)
     if lm:
         floor = xp.where(damping > 1e-12, damping, 1e-12)
@@ -123,15 +127,17 @@ def minimise(system, settings: Settings, values, data, bounds) -> Outcome:
     """LM (or GN) from `values` to a stop, every problem of the batch its own.
 
     `system` (a back end) gives `framework` (whose loops and arrays the state is in),
-    `xp` (its namespace), `rounding` (a few rounding steps of the cost, relative),
-    `linearise(values, data) -> (cost (B,), normal, g (B, N))`, `solve(normal, g, damping)
-    -> (step (B, N), finite (B,), scale (B, N))`, `retract(values, step, bounds)`,
-    `select(mask (B,), new, old)` of values and normal equations alike, and `zeros(shape,
-    dtype_name)` on its device. With a `report`, each accepted step of a problem run alone
+    `xp` (its namespace, or `OneProblem`'s where the state is one problem's numbers: then
+    each (B,) below is a number and each (B, N) a vector), `rounding` (a few rounding
+    steps of the cost, relative), `linearise(values, data) -> (cost (B,), normal,
+    g (B, N))`, `solve(normal, g, damping) -> (step (B, N), finite (B,), scale (B, N))`,
+    `retract(values, step, bounds)`, `select(mask (B,), new, old)` of values and normal
+    equations alike, and `zeros(shape, dtype_name)` on its device. With a `report`, each
+    accepted step of a problem run alone
     prints a line, where the loop runs in Python."""
     xp, framework = system.xp, system.framework
     cost, normal, g = system.linearise(values, data)
-    batch = cost.shape[0]
+    batch = _batch(cost)
     lm = settings.method == "lm"
     # every problem's state made from its cost, so that it lies where the cost does (a
     # `shard_map`'s device, its varying axes)
@@ -142,7 +148,7 @@ def minimise(system, settings: Settings, values, data, bounds) -> Outcome:
     history = [cost] if framework.concrete(cost) else []
     report = settings.report if batch == 1 and framework.concrete(cost) else None
     if report:
-        report(f"iteration 0 cost={float(cost[0]):.10g}")
+        report(f"iteration 0 cost={float(_first(cost)):.10g}")
 
     def cond(state):
         return xp.any(state[7] == RUNNING)
@@ -167,7 +173,7 @@ def minimise(system, settings: Settings, values, data, bounds) -> Outcome:
         values, cost, normal, g, damping, growth, iterations, status, solves = state
         running = status == RUNNING
         step, finite, scale = system.solve(normal, g, damping)
-        step = xp.where(running[:, None], step, 0.0 * step)
+        step = xp.where(_rows(running), step, 0.0 * step)
         trial = system.retract(values, step, bounds)
         trial_cost, trial_normal, trial_g = system.linearise(trial, data)
         accept, new_damping, new_growth, step_status = step_rule(
@@ -175,17 +181,18 @@ def minimise(system, settings: Settings, values, data, bounds) -> Outcome:
             growth, g,
         )  # fmt: skip
         accept = accept & running
-        if report and bool(accept[0]):
+        if report and bool(_first(accept)):
+            before, after = float(_first(cost)), float(_first(trial_cost))
             norm = float(xp.sqrt((step * step).sum()))
             report(
-                f"iteration {int(iterations[0]) + 1} cost={float(trial_cost[0]):.10g} "
-                f"decrease={float((cost[0] - trial_cost[0]) / cost[0]):.3g} step={norm:.3g} "
-                f"lambda={float(new_damping[0]):.3g} solves={int(solves) + 1}"
+                f"iteration {int(_first(iterations)) + 1} cost={after:.10g} "
+                f"decrease={(before - after) / before:.3g} step={norm:.3g} "
+                f"lambda={float(_first(new_damping)):.3g} solves={int(solves) + 1}"
             )
         values = system.select(accept, trial, values)
         cost = xp.where(accept, trial_cost, cost)
         normal = system.select(accept, trial_normal, normal)
-        g = xp.where(accept[:, None], trial_g, g)
+        g = xp.where(_rows(accept), trial_g, g)
         damping = xp.where(running, new_damping, damping)
         growth = xp.where(running, new_growth, growth)
         iterations = iterations + xp.where(accept, 1, 0)
@@ -205,8 +212,36 @@ def minimise(system, settings: Settings, values, data, bounds) -> Outcome:
     state = framework.while_loop(cond, body, state)
     values, cost, _, _, _, _, iterations, status, solves = state
     if report:
-        report(f"stopped: {settings.reason(int(status[0]))}")
+        report(f"stopped: {settings.reason(int(_first(status)))}")
     return Outcome(values, cost, iterations, status, solves, history)
+
+
+class OneProblem:
+    """The loop's namespace where its state is one problem's, as Python numbers (the CPU's
+    back end): each per-problem value a number, each per-problem vector a 1-D array.
+    NumPy's calls on arrays of one element cost ~7,000 instructions a `where`, most of a
+    small problem's bookkeeping (benchmarks/NOTES.md 58)."""
+
+    @staticmethod
+    def where(condition, a, b):
+        return a if condition else b
+
+    isfinite, sqrt = staticmethod(math.isfinite), staticmethod(math.sqrt)
+    abs, any, logical_not = staticmethod(abs), staticmethod(bool), staticmethod(operator.not_)
+
+
+def _rows(x):
+    """A per-problem value against per-problem vectors: a column, or the number itself."""
+    return x[:, None] if getattr(x, "ndim", 0) else x
+
+
+def _first(x):
+    """The first problem's value (a number's own)."""
+    return x[0] if getattr(x, "ndim", 0) else x
+
+
+def _batch(cost) -> int:
+    return cost.shape[0] if getattr(cost, "ndim", 0) else 1
 
 
 def framework_numpy(x):
