@@ -886,6 +886,47 @@ def test_indefinite_information_is_refused(framework):
         optim.sqrt_information(asymmetric[None])
 
 
+def test_sqrt_information_value_and_derivatives_on_every_path(rng):
+    """U^T U = Omega from the NumPy factor where nothing differentiates (float32 kept), and
+    the framework's own factor where something does: PyTorch's autograd and forward mode,
+    and jax.grad, each against central differences of NumPy's Cholesky."""
+    a = rng.normal(size=(4, 3, 3))
+    information = a @ np.swapaxes(a, 1, 2) + np.eye(3)
+    direction = rng.normal(size=information.shape)
+    direction = direction + np.swapaxes(direction, 1, 2)  # symmetric, as Omega moves
+    weights = rng.normal(size=information.shape)
+
+    def upper(omega):
+        return np.swapaxes(np.linalg.cholesky(omega), 1, 2)
+
+    h = 1e-6
+    numeric = (upper(information + h * direction) - upper(information - h * direction)) / (2 * h)
+    for x in (information, to("torch", information), to("jax", information)):
+        u = numpy(optim.sqrt_information(x))
+        np.testing.assert_allclose(np.swapaxes(u, 1, 2) @ u, information, rtol=1e-12)
+    single = optim.sqrt_information(torch.from_numpy(information.astype(np.float32)))
+    assert single.dtype == torch.float32 and not single.requires_grad
+    # reverse mode: d<W, U>/dOmega along the direction
+    leaf = to("torch", information).requires_grad_(True)
+    (optim.sqrt_information(leaf) * torch.from_numpy(weights)).sum().backward()
+    np.testing.assert_allclose(
+        (numpy(leaf.grad) * direction).sum(), (weights * numeric).sum(), rtol=1e-6
+    )
+    import torch.autograd.forward_ad as forward_ad
+
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(to("torch", information), to("torch", direction))
+        tangent = forward_ad.unpack_dual(optim.sqrt_information(dual)).tangent
+    assert tangent is not None
+    np.testing.assert_allclose(numpy(tangent), numeric, rtol=1e-6, atol=1e-8)
+    gradient = jax.grad(lambda omega: (optim.sqrt_information(omega) * weights).sum())(
+        jnp.asarray(information)
+    )
+    np.testing.assert_allclose(
+        (np.asarray(gradient) * direction).sum(), (weights * numeric).sum(), rtol=1e-6
+    )
+
+
 def test_not_converged_is_not_reported_converged(rng):
     i, j, _, z, start = random_graph(rng, SE3, noise=0.3)
     problem = optim.Problem()

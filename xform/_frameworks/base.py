@@ -79,6 +79,12 @@ class Framework:
         compiler traces (a JAX tracer; a tensor under `torch.func` or `torch.compile`)."""
         return True
 
+    def constant_now(self, x) -> bool:
+        """Whether `x` is a plain value here: read now, and nothing differentiates through
+        it (no autograd, forward mode or transform sees it), so that a value computed from
+        it elsewhere (in NumPy) may stand in for one computed in this framework."""
+        return self.concrete(x)
+
     def device(self, x) -> str | None:
         """Where `x` lies, as a key for arrays made alike (None: wherever it is used, as
         for NumPy, or JAX, which places a constant where the computation needs it)."""

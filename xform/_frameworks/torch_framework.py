@@ -34,6 +34,13 @@ class Torch(Framework):
             or torch._C._functorch.is_functorch_wrapped_tensor(x)
         )
 
+    def constant_now(self, x) -> bool:
+        from torch.autograd import forward_ad
+
+        # no dual level open: no tensor can carry a forward-mode tangent
+        no_duals = getattr(forward_ad, "_current_level", 0) < 0  # private: missing, assume some
+        return no_duals and not x.requires_grad and self.concrete(x)
+
     def zeros(self, shape, dtype, like=None):
         import torch
 

@@ -14,7 +14,9 @@ def sqrt_information(information, *, name: str = "information"):
     """The upper Cholesky factor `U (..., d, d)` of symmetric positive definite information
     matrices `(..., d, d)` (`U^T U = Omega`), in their framework. A matrix that is not
     symmetric (to 1e-9 of its largest entry) or not positive definite raises ValueError
-    naming its index and smallest eigenvalue."""
+    naming its index and smallest eigenvalue. Factorised once, in NumPy with the checks,
+    where nothing differentiates through `information`; in its framework where something
+    does (autograd, forward mode, a JAX transform)."""
     kind = framework_of(information)
     if kind is None:
         raise TypeError(
@@ -41,8 +43,12 @@ def sqrt_information(information, *, name: str = "information"):
                 f"xform.optim.sqrt_information: {name}[{k}] is not positive definite "
                 f"(smallest eigenvalue {smallest:.3g})"
             )
-        if _frameworks.NUMPY.owns(information):  # its factor is at hand
-            return np.swapaxes(lower.reshape(shape), -1, -2)
+        framework = _frameworks.of(information)
+        if framework.constant_now(information):  # its factor is at hand, no gradient to keep
+            upper = np.swapaxes(lower.reshape(shape), -1, -2)
+            if framework is _frameworks.NUMPY:
+                return upper
+            return framework.constant(upper, information)
     xp = _frameworks.of(information).namespace()
     return xp.linalg.cholesky(information).mT
 
