@@ -906,6 +906,9 @@ def test_sqrt_information_value_and_derivatives_on_every_path(rng):
         np.testing.assert_allclose(np.swapaxes(u, 1, 2) @ u, information, rtol=1e-12)
     single = optim.sqrt_information(torch.from_numpy(information.astype(np.float32)))
     assert single.dtype == torch.float32 and not single.requires_grad
+    # contiguous, so that the ops a cost calls on it repeat their launch (a strided
+    # operand takes the checked path at every call)
+    assert single.is_contiguous() and optim.sqrt_information(information).flags.c_contiguous
     # reverse mode: d<W, U>/dOmega along the direction
     leaf = to("torch", information).requires_grad_(True)
     (optim.sqrt_information(leaf) * torch.from_numpy(weights)).sum().backward()

@@ -52,7 +52,7 @@ class Torch(Framework):
 
         dtype = like.dtype if dtype is None else getattr(torch, dtype)
         if isinstance(value, np.ndarray):  # copied by NumPy: a third of torch.tensor's cost
-            return torch.as_tensor(np.array(value), dtype=dtype, device=like.device)
+            return torch.as_tensor(np.array(value, order="C"), dtype=dtype, device=like.device)
         return torch.tensor(value, dtype=dtype, device=like.device)
 
     def broadcast_to(self, x, shape):

@@ -55,7 +55,8 @@ class HostSystem:
         self.slots, self.gradient_slots = self.structure.slots, self.structure.gradient_slots
         self.linear = self.structure.linear
         framework = self.values_framework
-        self.run = lineariser(plans, framework.name, False)
+        # eager, the costs without a loss are summed here from the residuals, in NumPy
+        self.run = lineariser(plans, framework.name, False, costs=framework.traces)
         # JAX: the per-instance products inside the jitted function (XLA batches them
         # better than NumPy's matmul of small matrices)
         self.normal_blocks = normal_blocks(plans, framework) if framework.traces else None
@@ -96,10 +97,10 @@ class HostSystem:
                     for c, r, j, jr in self.normal_blocks(values, self.indices, data)
                 ]
             else:
-                blocks = [
-                    (float(c), to_numpy(r), None if j is None else to_numpy(j), None)
-                    for c, r, j in self.run(values, self.indices, data)
-                ]
+                blocks = []
+                for c, r, j in self.run(values, self.indices, data):
+                    r = to_numpy(r)
+                    blocks.append((_cost(c, r), r, None if j is None else to_numpy(j), None))
         if not self.checked:
             _check_initial(self.costs, [b[1] for b in blocks])
             self.checked = True
@@ -298,6 +299,14 @@ def _check_initial(costs, residuals) -> None:
         if not finite.all():
             bad = int(np.flatnonzero(~finite)[0])
             raise c.non_finite_residual(bad, r[bad])
+
+
+def _cost(cost, residuals: np.ndarray) -> float:
+    """A cost's value: its framework's, or half its residuals' squared norm."""
+    if cost is None:
+        flat = residuals.ravel()
+        return 0.5 * float(np.dot(flat, flat))
+    return float(cost)
 
 
 def _joined(arrays: list[np.ndarray]) -> np.ndarray:

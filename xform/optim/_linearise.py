@@ -152,10 +152,14 @@ def check_residuals(plan: CostPlan, r, lead: tuple[int, ...]) -> None:
         )
 
 
-def weigh(plan: CostPlan, r, jacobian, kind: str):
+def weigh(plan: CostPlan, r, jacobian, kind: str, costs: bool = True):
     """The loss: (cost per problem, scaled r, scaled J). The cost sums over the instance
-    axis (the last but one of r): a scalar, or (batch,)."""
+    axis (the last but one of r): a scalar, or (batch,); without `costs`, None where no
+    loss scales r (the caller sums r's squares itself, in NumPy: three eager calls
+    fewer)."""
     xp = FRAMEWORKS[kind].namespace()
+    if plan.loss is None and not costs:
+        return None, r, jacobian
     s = (r * r).sum(-1)
     if plan.loss is None:
         return 0.5 * s.sum(-1), r, jacobian
@@ -173,31 +177,35 @@ def linearise_cost(
     kind: str,
     batched: bool,
     jacobians: bool = True,
+    costs: bool = True,
 ):
-    """(cost, r, J) of one cost at `values` (one per variable set)."""
+    """(cost, r, J) of one cost at `values` (one per variable set); `costs` as `weigh`'s."""
     gathered = [gather(values[s.set_index], i, batched) for s, i in zip(plan.slots, indices)]
     lead = (*(_lead(values[0])[:1] if batched else ()), plan.count)
     if not jacobians or plan.columns == 0:
         r = residuals(plan, gathered, data)
         check_residuals(plan, r, lead)
-        cost, r, _ = weigh(plan, r, None, kind)
+        cost, r, _ = weigh(plan, r, None, kind, costs)
         return cost, r, None
     if plan.jacobian_fn is not None:
         r, jacobian = jacobian_user(plan, gathered, data, kind, lead)
     else:
         r, jacobian = jacobian_forward_mode(plan, gathered, data, kind, lead)
-    return weigh(plan, r, jacobian, kind)
+    return weigh(plan, r, jacobian, kind, costs)
 
 
 @functools.lru_cache(maxsize=64)
-def lineariser(plans: tuple[CostPlan, ...], kind: str, batched: bool, jacobians: bool = True):
+def lineariser(
+    plans: tuple[CostPlan, ...], kind: str, batched: bool, jacobians: bool = True,
+    costs: bool = True,
+):  # fmt: skip
     """A function (values, indices, data) -> [(cost, r, J) per cost]: compiled where the
     framework compiles (JAX's jit), and kept per plans, so that a second problem of the same
-    structure compiles nothing new."""
+    structure compiles nothing new. `costs` as `weigh`'s."""
 
     def run(values, indices, data):
         return [
-            linearise_cost(p, values, i, d, kind, batched, jacobians)
+            linearise_cost(p, values, i, d, kind, batched, jacobians, costs)
             for p, i, d in zip(plans, indices, data)
         ]
 

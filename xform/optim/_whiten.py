@@ -45,7 +45,8 @@ def sqrt_information(information, *, name: str = "information"):
             )
         framework = _frameworks.of(information)
         if framework.constant_now(information):  # its factor is at hand, no gradient to keep
-            upper = np.swapaxes(lower.reshape(shape), -1, -2)
+            # contiguous: an op's repeated launch takes contiguous operands alone
+            upper = np.ascontiguousarray(np.swapaxes(lower.reshape(shape), -1, -2))
             if framework is _frameworks.NUMPY:
                 return upper
             return framework.constant(upper, information)
