@@ -575,6 +575,28 @@ def pose_graph_solvers(results: dict) -> str:
     return table(["graph (unknowns)", *solvers], rows)
 
 
+@measured(
+    "pose_graph_instructions",
+    "results_instructions.json",
+    "python -m benchmarks.instructions",
+)
+def pose_graph_instructions(results: dict) -> str:
+    """A small graph's solve counted in instructions (valgrind's callgrind, the solves
+    alone): `xform.optim`'s, and the same algorithm by hand with the same ops."""
+    rows = [
+        [
+            f"{row['graph']}, {row['framework']}",
+            f"{row['xform instructions per solve'] / 1e6:.2f} M",
+            f"{row['floor instructions per solve'] / 1e6:.2f} M",
+            f"{row['xform / floor']:.2f}",
+        ]
+        for row in results["rows"]
+    ]
+    return table(
+        ["graph, framework", "xform.optim", "by hand (the floor)", "ratio"], rows
+    )
+
+
 # --- inverse kinematics and bundle adjustment ------------------------------------------------
 
 

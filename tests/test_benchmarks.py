@@ -221,3 +221,21 @@ def test_dynamics_benchmark_runs_at_the_smallest_size(tmp_path, monkeypatch):
     assert len(saved["records"]) == 2
     text, floating = urdf_text("panda")
     assert "<mimic" not in text and not floating
+
+
+def test_the_instruction_count_runs_its_solves_uncounted(tmp_path, monkeypatch):
+    """benchmarks/instructions.py's two sides, as valgrind would run them (here uncounted:
+    valgrind is for a benchmark run, minutes long), and the count read from a log."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    pytest.importorskip("torch")
+    monkeypatch.setattr("shutil.which", lambda name: None)  # no callgrind_control to call
+    from benchmarks import instructions
+
+    for side in instructions.SIDES:
+        instructions.child("torch", "tinyGrid3D", side, 1)
+    log = tmp_path / "xform.log"
+    log.write_text("==1== Events    : Ir\n==1== Collected : 101253315\n==1== I   refs: 1\n")
+    assert instructions.collected(log) == 101253315
+    log.write_text("==1== Callgrind, a call-graph generating cache profiler\n")  # it died
+    with pytest.raises(RuntimeError, match="no count"):
+        instructions.collected(log)
