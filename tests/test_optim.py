@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xform import SE2, SE3, SO2, SO3, optim
+from xform import SE2, SE3, SO2, SO3, _frameworks, optim
 from xform.groups import GROUPS
 from xform.optim._sparse import (
     Pattern,
@@ -105,6 +105,57 @@ def test_forward_mode_jacobians_match_closed_forms(rng, framework, group):
         result = optim.solve(problem)
         costs.append(result.history)
     np.testing.assert_allclose(costs[0], costs[1], rtol=1e-10)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_reverse_mode_rows_equal_forward_mode_columns(rng, monkeypatch, batched):
+    """Eager PyTorch takes a cost's Jacobian by reverse mode (a backward pass per residual
+    component), every other case by forward mode: the two agree on a cost over an SE3 and
+    a Euclidean variable, one slot fixed, a residual wider than the moving tangents, an
+    argument the residual ignores, a batch axis; inside a torch.func transform the
+    framework declines (autograd's passes cannot run there) and forward mode is used."""
+    from xform.optim import _linearise
+
+    m, lead = 7, ((2, 7) if batched else (7,))
+    poses = SE3.exp(to("torch", rng.normal(size=(*lead, 6))))
+    points = to("torch", rng.normal(size=(*lead, 3)))
+    anchors = SE3.exp(to("torch", rng.normal(size=(*lead, 6))))
+
+    def residual(pose, point, anchor, ignored, scale):
+        seen = anchor.inverse() @ (pose @ point)  # 3
+        return torch.cat([seen, scale * pose.log(), seen * seen], -1)  # 12 > 6 + 3
+
+    slots = (
+        _linearise.Slot(0, 6, True), _linearise.Slot(1, 3, True), _linearise.Slot(2, 6, False),
+        _linearise.Slot(3, 3, True),
+    )  # fmt: skip
+    plan = _linearise.CostPlan(residual, None, None, slots, "test", m)
+    gathered = (poses, points, anchors, to("torch", rng.normal(size=(*lead, 3))))
+    data = (to("torch", np.array(0.5)),)
+    torch_class = type(_frameworks.TORCH)
+    real = torch_class.rows_by_reverse_mode
+    taken = []
+    monkeypatch.setattr(torch_class, "rows_by_reverse_mode",
+                        lambda self, *a: taken.append(1) or real(self, *a))  # fmt: skip
+    by_rows = _linearise.jacobian_autodiff(plan, gathered, data, "torch", lead)
+    assert taken, "eager PyTorch took forward mode"
+    monkeypatch.setattr(torch_class, "rows_by_reverse_mode", lambda *a: None)
+    by_columns = _linearise.jacobian_autodiff(plan, gathered, data, "torch", lead)
+    assert by_rows[1].shape == by_columns[1].shape == (*lead, 12, 12)
+    np.testing.assert_allclose(numpy(by_rows[0]), numpy(residual(*gathered, *data)), rtol=1e-14)
+    np.testing.assert_allclose(numpy(by_rows[0]), numpy(by_columns[0]), rtol=1e-14)
+    np.testing.assert_allclose(numpy(by_rows[1]), numpy(by_columns[1]), rtol=1e-12, atol=1e-13)
+    assert not numpy(by_rows[1][..., 9:]).any()  # the ignored argument's columns
+    # inside a torch.func transform autograd's passes cannot run: the framework declines
+    monkeypatch.setattr(torch_class, "rows_by_reverse_mode", real)
+    outcome = []
+
+    def probe(x):
+        outcome.append(_frameworks.TORCH.rows_by_reverse_mode(lambda d: 2.0 * d, (x,)))
+        return x
+
+    torch.func.vmap(probe)(points)
+    assert outcome == [None]
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)

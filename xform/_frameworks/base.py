@@ -211,6 +211,14 @@ class Framework:
         the JVPs so (forward mode, vectorised: `vmap` of `jvp`)."""
         raise TypeError(f"xform: forward mode needs JAX arrays or PyTorch tensors, not {self.name}")
 
+    def rows_by_reverse_mode(self, f: Callable, primals: tuple):
+        """`(f(*primals), J)` with J `(..., r, sum of the primals' last sizes)` by one
+        reverse pass per component of f's last axis, where this framework runs that cheaper
+        than `pushforward`'s one JVP per column; None where it does not. Every row of the
+        leading axes must depend on the same row of the primals alone (a cost's instances),
+        as `pushforward`'s shared directions assume too."""
+        return None
+
     def gradient(self, f: Callable, argnums: tuple[int, ...]) -> Callable:
         """The function of f's arguments returning f's gradient in those at `argnums`."""
         raise TypeError(f"xform: gradients need JAX arrays or PyTorch tensors, not {self.name}")

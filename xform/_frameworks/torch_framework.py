@@ -174,6 +174,34 @@ class Torch(Framework):
 
         return torch.func.vmap(lambda *t: torch.func.jvp(f, primals, t)[1])(*directions)
 
+    def rows_by_reverse_mode(self, f, primals):
+        # Eager autograd: torch.func's vmap of jvp costs ~1.6 ms an op call here, a backward
+        # pass a tenth of that (benchmarks/NOTES.md 59). Under a transform, torch.func's.
+        import torch
+
+        # inside a torch.func transform (a level open: private, so missing reads as open)
+        # or torch.compile, autograd's own passes cannot run
+        level = getattr(torch._C._functorch, "maybe_current_level", lambda: 0)()
+        if level is not None or torch.compiler.is_compiling():
+            return None
+        with torch.enable_grad():
+            leaves = [p.detach().requires_grad_(True) for p in primals]
+            value = f(*leaves)
+            count = value.shape[-1]
+            ones = torch.ones_like(value[..., 0])
+            rows = []
+            for k in range(count):
+                grads = torch.autograd.grad(
+                    value[..., k], leaves, ones, retain_graph=k + 1 < count, allow_unused=True
+                )
+                rows.append(torch.cat(
+                    [torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves)], -1
+                ))  # fmt: skip
+        if not rows:
+            width = sum(x.shape[-1] for x in leaves)
+            return value.detach(), value.new_zeros((*value.shape, width))
+        return value.detach(), torch.stack(rows, -2)
+
     def gradient(self, f, argnums):
         import torch
 

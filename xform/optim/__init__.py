@@ -14,12 +14,14 @@ result.values(poses)
 
 Variables move by right perturbations (`T <- T @ G.exp(delta)`); a cost is
 `1/2 sum rho(|r|^2)` over the instances of each `add`, whose residual function runs once
-for all of them, with exact Jacobians by forward mode through xform's ops. The normal
+for all of them, with exact Jacobians by automatic differentiation through xform's ops
+(reverse mode, a pass per residual component, in eager PyTorch; else forward mode). The normal
 equations are sparse (CPU: a sparse Cholesky, optionally after a Schur complement) or,
 for CUDA inputs, batched problems and JAX transforms, block-sparse in the framework itself
 (`_device.py`: a dense or sparse direct solve or preconditioned CG, the Schur complement
-too). One Levenberg-Marquardt loop serves both (`_loop.py`). Solutions are differentiable by implicit differentiation at the optimum
-(`_implicit.py`). Readers: `optim.g2o` (pose graphs) and `optim.bal` (bundle adjustment).
+too). One Levenberg-Marquardt loop serves both (`_loop.py`). Solutions are
+differentiable by implicit differentiation at the optimum (`_implicit.py`). Readers:
+`optim.g2o` (pose graphs) and `optim.bal` (bundle adjustment).
 """
 
 from ._installed import available_solvers

@@ -86,8 +86,10 @@ def residuals(plan: CostPlan, gathered: Sequence, data: tuple):
     return plan.residual_fn(*gathered, *data)
 
 
-def jacobian_forward_mode(plan: CostPlan, gathered: Sequence, data: tuple, kind: str, lead):
-    """(r (..., r), J (..., r, D)): J's columns the differentiated slots' tangents, in order."""
+def jacobian_autodiff(plan: CostPlan, gathered: Sequence, data: tuple, kind: str, lead):
+    """(r (..., r), J (..., r, D)): J's columns the differentiated slots' tangents, in order;
+    by reverse mode where the framework runs it cheaper (eager PyTorch: a backward pass per
+    residual component), else by forward mode (a JVP per column, vectorised)."""
     framework = FRAMEWORKS[kind]
     xp = framework.namespace()
     moving = [a for a, s in enumerate(plan.slots) if s.differentiate]
@@ -104,6 +106,11 @@ def jacobian_forward_mode(plan: CostPlan, gathered: Sequence, data: tuple, kind:
             values[a] = manifold.rplus(gathered[a], delta)
         return plan.residual_fn(*values, *data)
 
+    by_rows = framework.rows_by_reverse_mode(moved, tuple(zeros))
+    if by_rows is not None:
+        r, jacobian = by_rows  # r at zero steps: the residuals at the values themselves
+        check_residuals(plan, r, lead)
+        return r, jacobian
     total = plan.columns
     eye = framework.constant(np.eye(total), like)
     basis, start = [], 0
@@ -190,7 +197,7 @@ def linearise_cost(
     if plan.jacobian_fn is not None:
         r, jacobian = jacobian_user(plan, gathered, data, kind, lead)
     else:
-        r, jacobian = jacobian_forward_mode(plan, gathered, data, kind, lead)
+        r, jacobian = jacobian_autodiff(plan, gathered, data, kind, lead)
     return weigh(plan, r, jacobian, kind, costs)
 
 
