@@ -205,15 +205,17 @@ def forward_dynamics_vjp(q: Any, v: Any, tau: Any, forces: Any, bodies: Any, fra
 @wp.func
 def inverse_dynamics_derivatives(q: Any, v: Any, a: Any, bodies: Any):
     forces, frames = no_forces(q)
-    return rnea_partials(q, v, a, forces, bodies, frames)
+    return rnea_partials(q, v, a, forces, bodies, frames, 1)
 
 
 @wp.func
 def forward_dynamics_derivatives(q: Any, v: Any, tau: Any, bodies: Any):
     forces, frames = no_forces(q)
+    # M comes from the CRBA that a = FD(q, v, tau) factors (the partials need that a, so
+    # theirs would come too late to factor); the partials skip their copy of it
     a, factor, order, parents = forward_solution_forward_only(q, v, tau, forces, bodies, frames)
     inverse = tree_inverse_forward_only(factor, order, parents)
-    by_q, by_v, mass = rnea_partials(q, v, a, forces, bodies, frames)
+    by_q, by_v, no_mass = rnea_partials(q, v, a, forces, bodies, frames, 0)
     return (
         -symmetric_times_sparse_forward_only(inverse, by_q),
         -symmetric_times_sparse_forward_only(inverse, by_v),

@@ -197,16 +197,6 @@ def frame_pose(frames: Any, link: int, positions: Any, quaternions: Any):
 
 
 @wp.func
-def any_nonzero(x: Any):
-    """Whether any component of a vector is not 0 (NaN included)."""
-    found = int(0)  # noqa: UP018 (a variable, not a constant, to Warp)
-    for j in range(len(x)):
-        if x[j] != 0:
-            found = 1
-    return found != 0
-
-
-@wp.func
 def nonzero(x: Any):
     """Whether any component of a 6-vector is not 0 (NaN included)."""
     return x[0] != 0 or x[1] != 0 or x[2] != 0 or x[3] != 0 or x[4] != 0 or x[5] != 0
@@ -287,13 +277,11 @@ def rnea_tangent_at(
     q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any,
     positions: Any, quaternions: Any, motions: Any, inertias: Any, velocities: Any,
     accelerations: Any, subtree: Any, g: Any, momenta: Any, pushes: Any,
-    dq: Any, dv: Any, da: Any, dforces: Any, sparse: int,
+    dq: Any, dv: Any, da: Any, dforces: Any,
 ):  # fmt: skip
     """The tangent of `rnea` at its state (`rnea_state`) for dq in the tangent space
     (len(v) components), dv, da and dforces: the forward sweep of the module docstring.
-    With `sparse`, bodies that no nonzero seed component reaches are skipped (their
-    tangents are zero), and so are the turning terms where dq is zero: for unit seeds,
-    whose pattern does not depend on the inputs. The body force's tangent is
+    The body force's tangent is
     `w ×* I a + dv ×* h + v ×* (w ×* h + I (dv - w × v)) + I (da - w × a)`."""
     n = len(bodies)
     base = floating(q, v)
@@ -301,7 +289,6 @@ def rnea_tangent_at(
     d_velocities = type(motions)()
     d_accelerations = type(motions)()
     df = type(motions)()
-    reached = wp.vector(length=len(bodies), dtype=wp.int32)
     zero3 = type(g)()
     v0 = velocities[0]
     dv0 = root_part(dv, base)
@@ -314,64 +301,35 @@ def rnea_tangent_at(
         + cross_force(dv0, h0)
         + cross_force(v0, inertia_apply(inertias[0], dv0))
     )
-    reached[0] = 1 - sparse
-    turning = int(1 - sparse)
-    if sparse != 0 and any_nonzero(dq):
-        turning = 1
-    root_seeded = nonzero(root_part(dq, base)) or nonzero(dv0) or nonzero(root_part(da, base))
-    if base != 0 and sparse != 0 and root_seeded:
-        reached[0] = 1
     for i in range(1, n):
         row = bodies[i]
         parent = row_parent(row, i)
         k = coordinate(row, v, base)
-        seeded = 0
-        if dq[k] != 0 or dv[k] != 0 or da[k] != 0:
-            seeded = 1
-        reached[i] = wp.max(reached[parent], seeded)
-        if reached[i] != 0:
-            s = motions[i]
-            p = inertias[i]
-            u = v[k] * s
-            vi = velocities[i]
-            h = momenta[i]
-            if turning != 0:
-                ds = cross_motion(turns[parent], s)
-                w = turns[parent] + dq[k] * s
-                du = v[k] * ds + dv[k] * s
-                dvi = d_velocities[parent] + du
-                dai = (
-                    d_accelerations[parent]
-                    + a[k] * ds
-                    + da[k] * s
-                    + cross_motion(dvi, u)
-                    + cross_motion(vi, du)
-                )
-                turns[i] = w
-                df[i] = (
-                    cross_force(w, pushes[i])
-                    + cross_force(dvi, h)
-                    + cross_force(
-                        vi, cross_force(w, h) + inertia_apply(p, dvi - cross_motion(w, vi))
-                    )
-                    + inertia_apply(p, dai - cross_motion(w, accelerations[i]))
-                )
-            else:
-                du = dv[k] * s
-                dvi = d_velocities[parent] + du
-                dai = (
-                    d_accelerations[parent]
-                    + da[k] * s
-                    + cross_motion(dvi, u)
-                    + cross_motion(vi, du)
-                )
-                df[i] = (
-                    cross_force(dvi, h)
-                    + cross_force(vi, inertia_apply(p, dvi))
-                    + inertia_apply(p, dai)
-                )
-            d_velocities[i] = dvi
-            d_accelerations[i] = dai
+        s = motions[i]
+        p = inertias[i]
+        u = v[k] * s
+        vi = velocities[i]
+        h = momenta[i]
+        ds = cross_motion(turns[parent], s)
+        w = turns[parent] + dq[k] * s
+        du = v[k] * ds + dv[k] * s
+        dvi = d_velocities[parent] + du
+        dai = (
+            d_accelerations[parent]
+            + a[k] * ds
+            + da[k] * s
+            + cross_motion(dvi, u)
+            + cross_motion(vi, du)
+        )
+        turns[i] = w
+        df[i] = (
+            cross_force(w, pushes[i])
+            + cross_force(dvi, h)
+            + cross_force(vi, cross_force(w, h) + inertia_apply(p, dvi - cross_motion(w, vi)))
+            + inertia_apply(p, dai - cross_motion(w, accelerations[i]))
+        )
+        d_velocities[i] = dvi
+        d_accelerations[i] = dai
     for link in range(len(frames)):
         force = forces[link]
         d_force = dforces[link]
@@ -404,7 +362,7 @@ def rnea_tangent(
     )
     return rnea_tangent_at(
         q, v, a, forces, bodies, frames, positions, quaternions, motions, inertias,
-        velocities, accelerations, subtree, g, h, ia, dq, dv, da, dforces, 0,
+        velocities, accelerations, subtree, g, h, ia, dq, dv, da, dforces,
     )  # fmt: skip
 
 

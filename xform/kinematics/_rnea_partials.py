@@ -53,9 +53,12 @@ from ._spatial import (
 
 
 @wp.func
-def rnea_partials(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any):
+def rnea_partials(
+    q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any, with_mass: int
+):  # fmt: skip
     """dtau/dq (in the tangent space), dtau/dv and M at (q, v, a), without external
-    forces (`forces` and `frames`: `_dynamics.no_forces`; see the module docstring)."""
+    forces (`forces` and `frames`: `_dynamics.no_forces`; see the module docstring). With
+    `with_mass` 0, M is left zero: forward dynamics' derivatives have it factored already."""
     n = len(bodies)
     base = floating(q, v)
     one = type(q[0])(1.0)
@@ -103,14 +106,16 @@ def rnea_partials(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any)
         inertia = composite[i]  # Ic_i, summed by now
         rate = rates[i]
         pushed = inertia_apply(inertia, s)  # P_i
-        pulled = inertia_apply(rate, s) - cross_force(s, hc)  # Q_i
+        rated = inertia_apply(rate, s)  # İc_i S_i
+        spun = cross_force(s, hc)  # S_i ×* Hc_i
+        pulled = rated - spun  # Q_i
         moved = (
             cross_force(s, subtree[i])
             + inertia_apply(inertia, psi_dot[i])
             + inertia_apply(rate, psi[i])
             + cross_force(psi[i], hc)
         )  # D_i
-        sped = two * inertia_apply(inertia, psi[i]) + inertia_apply(rate, s) + cross_force(s, hc)
+        sped = two * inertia_apply(inertia, psi[i]) + rated + spun  # E_i
         j = i
         for _up in range(1, n):
             if j > 0:
@@ -118,12 +123,14 @@ def rnea_partials(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any)
                 sj = motions[j]
                 by_q[k, kj] += wp.dot(pushed, psi_dot[j]) + wp.dot(pulled, psi[j])
                 by_v[k, kj] += two * wp.dot(pushed, psi[j]) + wp.dot(pulled, sj)
-                m_ij = wp.dot(pushed, sj)
-                mass[k, kj] += m_ij
+                if with_mass != 0:
+                    m_ij = wp.dot(pushed, sj)
+                    mass[k, kj] += m_ij
+                    if j != i:
+                        mass[kj, k] += m_ij
                 if j != i:
                     by_q[kj, k] += wp.dot(sj, moved)
                     by_v[kj, k] += wp.dot(sj, sped)
-                    mass[kj, k] += m_ij
                 j = parents[j]
         if base != 0:
             # the root's rows (D_i, E_i, P_i) and columns (its velocity, gravity's turn)
@@ -134,8 +141,9 @@ def rnea_partials(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any)
                 by_q[rr, k] += moved[r]
                 by_v[rr, k] += sped[r]
                 by_v[k, rr] += by_v_root[r]
-                mass[rr, k] += pushed[r]
-                mass[k, rr] += pushed[r]
+                if with_mass != 0:
+                    mass[rr, k] += pushed[r]
+                    mass[k, rr] += pushed[r]
                 if r >= 3:
                     by_q[k, rr] += by_q_root[wp.min(r - 3, 2)]
         parent = parents[i]
@@ -153,7 +161,6 @@ def rnea_partials(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any)
                 + inertia_apply(rates[0], unit)
                 + cross_force(unit, momenta[0])
             )
-            column_m = inertia_apply(inertia, unit)
             column_q = type(unit)()
             if c >= 3:
                 column_q = inertia_apply(inertia, spatial(wp.cross(angular(unit), g), zero3))
@@ -162,5 +169,8 @@ def rnea_partials(q: Any, v: Any, a: Any, forces: Any, bodies: Any, frames: Any)
                 rr = wp.min(r, len(v) - 1)
                 by_q[rr, cc] = column_q[r]
                 by_v[rr, cc] = column_v[r]
-                mass[rr, cc] = column_m[r]
+            if with_mass != 0:
+                column_m = inertia_apply(inertia, unit)
+                for r in range(6):
+                    mass[wp.min(r, len(v) - 1), cc] = column_m[r]
     return by_q, by_v, mass
