@@ -299,9 +299,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, help="write the optimised problem here (BAL)")
     parser.add_argument(
         "--jacobians",
-        choices=["closed-form", "forward-mode"],
+        choices=["closed-form", "autodiff"],
         default="closed-form",
-        help="the camera model's Jacobians: written out, or xform.optim's forward mode",
+        help="the camera model's Jacobians: written out, or xform.optim's automatic "
+        "differentiation (reverse mode in eager PyTorch, forward mode in JAX)",
     )
     args = parser.parse_args(argv)
     if args.iterations is not None and args.iterations < 0:
