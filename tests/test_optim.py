@@ -878,11 +878,24 @@ def simple_problem(framework="torch"):
     return problem, x
 
 
-def test_wrong_residual_shape_names_the_cost():
+@pytest.mark.parametrize("wrong", [lambda t: t.log()[..., None], lambda t: t.log().sum()])
+def test_wrong_residual_shape_names_the_cost(wrong):
     problem, x = simple_problem()
-    problem.add(lambda t: t.log()[..., None], x[:], name="prior")
+    problem.add(wrong, x[:], name="prior")
     with pytest.raises(ValueError, match="cost 'prior' returned residuals of shape"):
         optim.solve(problem)
+
+
+def test_a_residual_that_reads_no_moving_variable_has_zero_jacobians():
+    """Differentiated by reverse mode (eager PyTorch), a residual that ignores its only
+    moving argument gives zero Jacobians, as forward mode does, not autograd's error."""
+    problem, x = simple_problem()
+    fixed = problem.variables(to("torch", SE3.exp(np.full((3, 6), 0.1))), name="anchors")
+    problem.fix(fixed[:])
+    problem.add(lambda t, a: t.log(), x[:], fixed[:], name="prior")
+    problem.add(lambda t, a: a.log() * 1.0, x[:], fixed[:], name="ignores the poses")
+    result = optim.solve(problem)
+    assert result.converged and result.cost == pytest.approx(0.5 * 3 * 6 * 0.01, rel=1e-9)
 
 
 def test_variable_of_another_problem():

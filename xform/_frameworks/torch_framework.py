@@ -187,6 +187,9 @@ class Torch(Framework):
         with torch.enable_grad():
             leaves = [p.detach().requires_grad_(True) for p in primals]
             value = f(*leaves)
+            if not value.requires_grad:  # the residual reads none of the moving variables
+                width = sum(x.shape[-1] for x in leaves)
+                return value.detach(), value.new_zeros((*value.shape, width))
             count = value.shape[-1]
             ones = torch.ones_like(value[..., 0])
             rows = []
@@ -197,7 +200,7 @@ class Torch(Framework):
                 rows.append(torch.cat(
                     [torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves)], -1
                 ))  # fmt: skip
-        if not rows:
+        if not rows:  # residuals of no components
             width = sum(x.shape[-1] for x in leaves)
             return value.detach(), value.new_zeros((*value.shape, width))
         return value.detach(), torch.stack(rows, -2)

@@ -106,11 +106,14 @@ def jacobian_autodiff(plan: CostPlan, gathered: Sequence, data: tuple, kind: str
             values[a] = manifold.rplus(gathered[a], delta)
         return plan.residual_fn(*values, *data)
 
-    by_rows = framework.rows_by_reverse_mode(moved, tuple(zeros))
-    if by_rows is not None:
-        r, jacobian = by_rows  # r at zero steps: the residuals at the values themselves
+    def checked(*deltas):  # a residual of the wrong shape named before it is differentiated
+        r = moved(*deltas)
         check_residuals(plan, r, lead)
-        return r, jacobian
+        return r
+
+    by_rows = framework.rows_by_reverse_mode(checked, tuple(zeros))
+    if by_rows is not None:
+        return by_rows  # r at zero steps: the residuals at the values themselves
     total = plan.columns
     eye = framework.constant(np.eye(total), like)
     basis, start = [], 0
