@@ -80,8 +80,8 @@ def step_rule(xp, settings: Settings, rounding: float, cost, trial_cost, step, f
     measured = (predicted > 0) & xp.logical_not(unmeasurable)
     ratio = xp.where(measured, actual / xp.where(measured, predicted, 1.0), 1.0)
     centred = 2.0 * ratio - 1.0
-    factor = 1.0 - centred * centred * centred  # a product: Python's power of a float raises
-    # on overflow
+    # cubed by products: Python's power of a float raises on overflow, where NumPy's is inf
+    factor = 1.0 - centred * centred * centred
     factor = xp.where(factor > 1.0 / 3.0, factor, 1.0 / 3.0)
     if lm:
         floor = xp.where(damping > 1e-12, damping, 1e-12)
@@ -133,8 +133,7 @@ def minimise(system, settings: Settings, values, data, bounds) -> Outcome:
     g (B, N))`, `solve(normal, g, damping) -> (step (B, N), finite (B,), scale (B, N))`,
     `retract(values, step, bounds)`, `select(mask (B,), new, old)` of values and normal
     equations alike, and `zeros(shape, dtype_name)` on its device. With a `report`, each
-    accepted step of a problem run alone
-    prints a line, where the loop runs in Python."""
+    accepted step of a problem run alone prints a line, where the loop runs in Python."""
     xp, framework = system.xp, system.framework
     cost, normal, g = system.linearise(values, data)
     batch = _batch(cost)
