@@ -34,12 +34,18 @@ class Torch(Framework):
             or torch._C._functorch.is_functorch_wrapped_tensor(x)
         )
 
-    def constant_now(self, x) -> bool:
-        from torch.autograd import forward_ad
+    def untraced_now(self) -> bool:
+        """Whether no forward-mode level and no torch.func transform is open, so that no
+        tensor can carry a tangent or a transform's wrapping. Both levels are private torch
+        state: where they are missing, False."""
+        import torch
 
-        # no dual level open: no tensor can carry a forward-mode tangent
-        no_duals = getattr(forward_ad, "_current_level", 0) < 0  # private: missing, assume some
-        return no_duals and not x.requires_grad and self.concrete(x)
+        forward_level = getattr(torch.autograd.forward_ad, "_current_level", 0)
+        transform_level = getattr(torch._C._functorch, "maybe_current_level", lambda: 0)()
+        return forward_level < 0 and transform_level is None
+
+    def constant_now(self, x) -> bool:
+        return self.untraced_now() and not x.requires_grad and self.concrete(x)
 
     def zeros(self, shape, dtype, like=None):
         import torch
@@ -179,18 +185,16 @@ class Torch(Framework):
         # pass a tenth of that (benchmarks/NOTES.md 59). Under a transform, torch.func's.
         import torch
 
-        # inside a torch.func transform (a level open: private, so missing reads as open)
-        # or torch.compile, autograd's own passes cannot run
-        level = getattr(torch._C._functorch, "maybe_current_level", lambda: 0)()
-        if level is not None or torch.compiler.is_compiling():
+        # inside a torch.func transform or torch.compile, autograd's own passes cannot run
+        if not self.untraced_now() or torch.compiler.is_compiling():
             return None
         with torch.enable_grad():
             leaves = [p.detach().requires_grad_(True) for p in primals]
             value = f(*leaves)
-            if not value.requires_grad:  # the residual reads none of the moving variables
+            count = value.shape[-1]
+            if count == 0 or not value.requires_grad:  # no components; no moving variable read
                 width = sum(x.shape[-1] for x in leaves)
                 return value.detach(), value.new_zeros((*value.shape, width))
-            count = value.shape[-1]
             ones = torch.ones_like(value[..., 0])
             rows = []
             for k in range(count):
@@ -200,9 +204,6 @@ class Torch(Framework):
                 rows.append(torch.cat(
                     [torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves)], -1
                 ))  # fmt: skip
-        if not rows:  # residuals of no components
-            width = sum(x.shape[-1] for x in leaves)
-            return value.detach(), value.new_zeros((*value.shape, width))
         return value.detach(), torch.stack(rows, -2)
 
     def gradient(self, f, argnums):

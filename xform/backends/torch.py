@@ -38,7 +38,6 @@ from __future__ import annotations
 import inspect
 
 import torch
-import torch.autograd.forward_ad as forward_ad
 
 from xform import _frameworks
 from xform._dispatch import ArrayArguments, numbers_as_arrays
@@ -119,12 +118,10 @@ def _make_functional(op: Op):
 def _untracked(tensors) -> bool:
     """Whether no autograd, forward-mode AD or torch.func transform can see a call on
     these tensors (None allowed), so that it may skip `Function.apply`, about 100 µs of a
-    small call. Both levels are private torch state: where they are missing, False."""
+    small call (`untraced_now` reads the forward-mode and torch.func levels)."""
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
         return False
-    forward_level = getattr(forward_ad, "_current_level", 0)
-    functorch_level = getattr(torch._C._functorch, "maybe_current_level", lambda: 0)()
-    return forward_level < 0 and functorch_level is None
+    return _frameworks.TORCH.untraced_now()
 
 
 ARRAYS = ArrayArguments(
