@@ -866,7 +866,9 @@ def test_implicit_gradient_of_inverse_kinematics(rng, framework):
         problem.add(lambda a, b: 0.1 * (a - b), q[:], data=to(framework, start), name="rest")
         return (optim.solve(problem, relative_decrease=0.0, step_norm=1e-13).values(q) ** 2).sum()
 
-    check_implicit(framework, build, target.position.copy(), rng)
+    # Each re-solve leaves a few 1e-8 of noise in the loss, which the quotient divides by
+    # eps (seed 2644305381: off by 3e-5 of the gradient at eps = 1e-4, to 1e-9 at 1e-3)
+    check_implicit(framework, build, target.position.copy(), rng, eps=1e-3)
 
 
 # --- bad input -----------------------------------------------------------------------------
