@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from .. import _frameworks, manifold
+from .. import _frameworks
 from .._interop import to_numpy
 from ..groups import LieGroup
 from . import _loop
@@ -75,7 +75,10 @@ class HostSystem:
             [framework.indices(np.asarray(i), like) for i in c.instance_indices]
             for c in self.costs
         ]
-        self.masks = [None if f.all() else framework.constant(f, like) > 0.5 for f in self.free]
+        # where a set has fixed variables, its free ones as a mask per array of the set, of
+        # that array's rank: a step moves those rows only
+        self.moving_rows = [None if f.all() else _row_masks(framework.constant(f, like) > 0.5, v)
+                            for f, v in zip(self.free, values)]  # fmt: skip
         self.rounding = 16.0 * float(np.finfo(_frameworks.float_name(like.dtype)).eps)
         return tuple(
             [None if b is None else b if framework.owns(b)
@@ -162,7 +165,7 @@ class HostSystem:
                 delta(self.layout.split(step, s), first_array(v)) if m else None
                 for s, v, m in zip(self.sets, values, self.moving)
             ]
-            return list(self.retract_sets(values, deltas, self.masks, *bounds))
+            return list(self.retract_sets(values, deltas, self.moving_rows, *bounds))
 
 
 def _as_numpy_like(values: np.ndarray, like) -> np.ndarray:
@@ -229,37 +232,44 @@ class Structures:
 _STRUCTURES = Structures()
 
 
-def retract(value, delta, free, lower, upper):
-    """`rplus(value, delta)` on free variables (normalised back onto the group, since
-    rounding drifts a quaternion's norm), projected onto bounds; fixed ones as they are."""
+def retract(xp, value, delta, free, lower, upper):
+    """`value @ G.exp(delta)` (normalised back onto the group, since rounding drifts a
+    quaternion's norm) or `value + delta` projected onto the bounds, on the rows where
+    `free` (a mask per array of `value`, or None for all rows); the others as they were."""
     if delta is None:
         return value
-    moved = manifold.rplus(value, delta)
-    if isinstance(moved, LieGroup):
-        moved = moved.normalize()
+    if isinstance(value, LieGroup):
+        moved = value.multiply(type(value).exp(delta)).normalize()
     else:
-        xp = _frameworks.of(moved).namespace()
+        moved = value + delta
         if lower is not None:
             moved = xp.where(moved > lower, moved, lower)
         if upper is not None:
             moved = xp.where(moved < upper, moved, upper)
-    return moved if free is None else _select(free, moved, value)
+    if free is None:
+        return moved
+    arrays = [xp.where(f, new, old) for f, new, old in zip(free, _arrays(moved), _arrays(value))]
+    return type(value)._trusted(*arrays) if isinstance(value, LieGroup) else arrays[0]
 
 
-def _select(mask, a, b):
-    """`a` where mask (over the first axis of the variables), else `b`; groups field by field."""
-    if isinstance(a, LieGroup):
-        return type(a)._trusted(*(_select(mask, x, y) for x, y in zip(a._arrays, b._arrays)))
-    xp = _frameworks.of(a).namespace()
-    return xp.where(mask.reshape((-1,) + (1,) * (a.ndim - 1)), a, b)
+def _row_masks(rows, value) -> tuple:
+    """A mask of a set's variables `rows` (n,) against each of its arrays (n, ...)."""
+    return tuple(rows.reshape((-1,) + (1,) * (a.ndim - 1)) for a in _arrays(value))
+
+
+def _arrays(value) -> tuple:
+    """A variable set's value as its arrays: a group's fields, or the array itself."""
+    return value._arrays if isinstance(value, LieGroup) else (value,)
 
 
 @functools.lru_cache(maxsize=32)
 def _retraction(framework: str, groups: tuple):
     """Every set's retraction, compiled once per framework and groups where it compiles."""
 
+    xp = _frameworks.FRAMEWORKS[framework].namespace()
+
     def run(values, deltas, frees, lowers, uppers):
-        return [retract(*args) for args in zip(values, deltas, frees, lowers, uppers)]
+        return [retract(xp, *args) for args in zip(values, deltas, frees, lowers, uppers)]
 
     return _frameworks.FRAMEWORKS[framework].jit(run)
 

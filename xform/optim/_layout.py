@@ -49,10 +49,10 @@ class Layout:
 
     def split(self, step: np.ndarray, s: Variables) -> np.ndarray:
         """The step of set s, (n, d), zero for fixed variables."""
-        delta = np.zeros((s.count, s.tangent_dim))
-        free = s.fixed == 0
         start = self.offsets[s.index]
-        delta[free] = step[start : start + int(free.sum()) * s.tangent_dim].reshape(
-            -1, s.tangent_dim
-        )
+        free = step[start : start + self.counts[s.index] * s.tangent_dim].reshape(-1, s.tangent_dim)
+        if self.counts[s.index] == s.count:
+            return free
+        delta = np.zeros((s.count, s.tangent_dim))
+        delta[self.ranks[s.index] >= 0] = free
         return delta

@@ -70,7 +70,7 @@ def step_rule(xp, settings: Settings, rounding: float, cost, trial_cost, step, f
     lm = settings.method == "lm"
     # the decrease of the damped quadratic model, -g.s - s.H s / 2, which is
     # s.(lambda D s - g) / 2 since (H + lambda D) s = -g
-    predicted = 0.5 * (step * (_rows(damping) * scale * step - g)).sum(-1)
+    predicted = 0.5 * (damping * _inner(scale * step, step) - _inner(step, g))
     actual = cost - trial_cost
     trial_finite = xp.isfinite(trial_cost) & finite
     # A decrease within the cost's rounding cannot be measured: such a step is taken on the
@@ -89,7 +89,7 @@ def step_rule(xp, settings: Settings, rounding: float, cost, trial_cost, step, f
         new_growth = xp.where(accept, 2.0 + 0.0 * growth, growth * 2.0)
     else:
         new_damping, new_growth = damping, growth
-    norm = xp.sqrt((step * step).sum(-1))
+    norm = xp.sqrt(_inner(step, step))
     status = xp.where(
         trial_finite & (xp.abs(actual) < settings.relative_decrease * cost),
         DECREASE,
@@ -234,6 +234,12 @@ def _rows(x):
     return x[:, None] if getattr(x, "ndim", 0) else x
 
 
+def _inner(a, b):
+    """Per problem, the inner product of two vectors over the unknowns (a number where the
+    state is one problem's: BLAS's dot, where the product's sum costs NumPy two calls)."""
+    return float(a @ b) if a.ndim == 1 else (a * b).sum(-1)
+
+
 def _first(x):
     """The first problem's value (a number's own)."""
     return x[0] if getattr(x, "ndim", 0) else x
@@ -306,10 +312,10 @@ class Clock:
     (a traced loop's parts are not timed apart)."""
 
     def __init__(self, timings):
-        self.timings = timings
+        self.intervals = {part: _Interval(timings, part) for part in vars(timings)}
 
-    def __call__(self, part: str):
-        return _Interval(self.timings, part)
+    def __call__(self, part: str):  # the parts do not nest: one interval each will do
+        return self.intervals[part]
 
 
 class _Interval:
