@@ -140,15 +140,18 @@ def _indices(index, count: int, name: str) -> np.ndarray:
             ) from None
     if array.dtype == bool or not np.issubdtype(array.dtype, np.integer) and array.size:
         raise TypeError(f"xform.optim: {name}[...]: indices must be integers, got {array.dtype}")
-    array = array.astype(np.int64)
+    array = array.astype(np.int64)  # a copy: the caller's array may change later
     if array.ndim > 1:
         raise ValueError(f"xform.optim: {name}[...]: indices of shape {array.shape}; expected (k,)")
-    if array.size and (array.min() < -count or array.max() >= count):
+    if not array.size:
+        return array
+    lowest, highest = array.min(), array.max()
+    if lowest < -count or highest >= count:
         bad = array[(array < -count) | (array >= count)][0]
         raise IndexError(
             f"xform.optim: {name}[...]: index {bad} out of range for {count} variables"
         )
-    return np.where(array < 0, array + count, array)
+    return np.where(array < 0, array + count, array) if lowest < 0 else array
 
 
 @dataclass(frozen=True)
@@ -322,16 +325,15 @@ class Problem:
                 selection = selection[:]
             self._own(selection, "add")
             selections.append(selection)
-        shapes = [s.indices.shape for s in selections]
-        try:
-            shape = np.broadcast_shapes(*shapes)
-        except ValueError:
+        # the lengths broadcast: one variable (an int, or an index of length 1) is shared
+        lengths = {len(s.indices) for s in selections if s.indices.ndim} - {1}
+        if len(lengths) > 1:
             raise ValueError(
                 f"xform.optim.Problem.add: {name}: the selections' lengths "
                 + ", ".join(f"{s!r}: {len(s.indices)}" for s in selections if s.indices.ndim)
                 + " differ"
-            ) from None
-        count = shape[0] if shape else 1
+            )
+        count = lengths.pop() if lengths else 1
         data = data if isinstance(data, tuple) else (data,)
         for item in _leaves(data):
             kind = framework_of(item)
@@ -343,10 +345,13 @@ class Problem:
                     f"xform.optim.Problem.add: {name}: data holds {kind} arrays and the "
                     f"variables {self.framework} arrays; one framework per problem"
                 )
-            if kind is not None and is_concrete(item):
-                _check_finite(item, f"{name}'s data")
+            if kind is not None:
+                _check_finite(item, f"{name}'s data")  # where its values can be read now
         cost = Cost(residual_fn, tuple(selections), data, loss, jacobian_fn, name, count)
-        cost.instance_indices = [np.broadcast_to(s.indices, (count,)) for s in selections]
+        cost.instance_indices = [
+            s.indices if s.indices.shape == (count,) else np.broadcast_to(s.indices, (count,))
+            for s in selections
+        ]
         self.costs.append(cost)
         return cost
 
