@@ -144,6 +144,7 @@ def _indices(index, count: int, name: str) -> np.ndarray:
     if array.ndim > 1:
         raise ValueError(f"xform.optim: {name}[...]: indices of shape {array.shape}; expected (k,)")
     if not array.size:
+        array.flags.writeable = False
         return array
     lowest, highest = array.min(), array.max()
     if lowest < -count or highest >= count:
@@ -151,7 +152,9 @@ def _indices(index, count: int, name: str) -> np.ndarray:
         raise IndexError(
             f"xform.optim: {name}[...]: index {bad} out of range for {count} variables"
         )
-    return np.where(array < 0, array + count, array) if lowest < 0 else array
+    array = np.where(array < 0, array + count, array) if lowest < 0 else array
+    array.flags.writeable = False  # a selection's indices, and its costs' instances, stay put
+    return array
 
 
 @dataclass(frozen=True)
