@@ -22,7 +22,7 @@ from ._kept import Kept, digest
 from ._layout import Layout
 from ._linearise import lineariser, normal_blocks, plan
 from ._loop import Clock, Settings
-from ._problem import Problem, Variables, first_array, initial_values
+from ._problem import Problem, Variables, arrays_of, first_array, initial_values
 from ._result import Result, Timings
 from ._sparse import cost_pattern, make_solver, slot_blocks
 
@@ -248,18 +248,14 @@ def retract(xp, value, delta, free, lower, upper):
             moved = xp.where(moved < upper, moved, upper)
     if free is None:
         return moved
-    arrays = [xp.where(f, new, old) for f, new, old in zip(free, _arrays(moved), _arrays(value))]
+    pairs = zip(free, arrays_of(moved), arrays_of(value))
+    arrays = [xp.where(f, new, old) for f, new, old in pairs]
     return type(value)._trusted(*arrays) if isinstance(value, LieGroup) else arrays[0]
 
 
 def _row_masks(rows, value) -> tuple:
     """A mask of a set's variables `rows` (n,) against each of its arrays (n, ...)."""
-    return tuple(rows.reshape((-1,) + (1,) * (a.ndim - 1)) for a in _arrays(value))
-
-
-def _arrays(value) -> tuple:
-    """A variable set's value as its arrays: a group's fields, or the array itself."""
-    return value._arrays if isinstance(value, LieGroup) else (value,)
+    return tuple(rows.reshape((-1,) + (1,) * (a.ndim - 1)) for a in arrays_of(value))
 
 
 @functools.lru_cache(maxsize=32)

@@ -28,11 +28,7 @@ from .. import _frameworks, manifold
 from .._interop import to_numpy
 from ..groups import LieGroup
 from ._linearise import gather, plan
-from ._problem import Problem, is_concrete
-
-
-def _arrays(value):
-    return list(value._arrays) if isinstance(value, LieGroup) else [value]
+from ._problem import Problem, arrays_of, first_array, is_concrete
 
 
 def _rebuild(like, arrays):
@@ -75,7 +71,7 @@ def wants_gradients(problem: Problem) -> bool:
     if framework.traces:
         return not all(_frameworks.concrete(leaf) for leaf in _Inputs(problem).leaves)
     for s in problem.variable_sets:
-        if any(getattr(a, "requires_grad", False) for a in _arrays(s.initial)):
+        if any(getattr(a, "requires_grad", False) for a in arrays_of(s.initial)):
             return True
     for c in problem.costs:
         if any(getattr(a, "requires_grad", False) for a in _flatten(c.data)[0]):
@@ -90,7 +86,7 @@ class _Inputs:
     def __init__(self, problem: Problem):
         self.problem = problem
         self.data = [_flatten(c.data) for c in problem.costs]
-        self.values = [_arrays(s.initial) for s in problem.variable_sets]
+        self.values = [arrays_of(s.initial) for s in problem.variable_sets]
         self.leaves = [leaf for leaves, _ in self.data for leaf in leaves] + [
             a for arrays in self.values for a in arrays
         ]
@@ -170,7 +166,7 @@ class Backward:
         for s, i in zip(p.slots, indices):
             v = gather(values[s.set_index], i, self.batched)
             lead = tuple(v.shape) if isinstance(v, LieGroup) else tuple(v.shape[:-1])
-            like = _arrays(v)[0]
+            like = first_array(v)
             dtype = _frameworks.float_name(like.dtype)
             out.append(self.framework.zeros((*lead, s.tangent_dim), dtype, like))
         return out
@@ -180,7 +176,7 @@ class Backward:
         xp = self.xp
         blocks = []
         for cost, p, data in zip(self.problem.costs, self.plans, data_per_cost):
-            like = _arrays(values[0])[0]
+            like = first_array(values[0])
             indices = self._indices(cost, like)
             zeros = self._zeros(p, values, indices)
             total = sum(z.shape[-1] for z in zeros)
@@ -271,7 +267,7 @@ class Backward:
         """v = dL/d delta over the free unknowns, from the cotangents of every set's arrays,
         and the cotangents of the fixed variables' arrays (passed through)."""
         framework = self.framework
-        like = _arrays(self.solution[0])[0]
+        like = first_array(self.solution[0])
         batch = like.shape[0] if self.batched else 1
         n = self.layout.size
         v = framework.zeros((batch, n + 1), _frameworks.float_name(like.dtype), like)
@@ -280,7 +276,7 @@ class Backward:
             zero = framework.zeros((*lead, s.tangent_dim), _frameworks.float_name(like.dtype), like)
 
             def fields(delta, value=value):
-                return tuple(_arrays(manifold.rplus(value, delta)))
+                return arrays_of(manifold.rplus(value, delta))
 
             tangent = framework.pullback(fields, zero, tuple(cot))  # (..., n_s, d)
             index = self.layout.columns(s, np.arange(s.count))  # (n_s, d)
@@ -298,19 +294,19 @@ class Backward:
         problem = self.problem
         inputs = self.inputs
         n_data = sum(len(a) for a, _ in inputs.data)
-        solution_leaves = [a for value in self.solution for a in _arrays(value)]
+        solution_leaves = [a for value in self.solution for a in arrays_of(value)]
 
         def pairing(*all_leaves):
             data, _ = inputs.split(list(all_leaves[:n_data]) + solution_leaves)
             values = []
             start = n_data
             for value in self.solution:
-                count = len(_arrays(value))
+                count = len(arrays_of(value))
                 values.append(_rebuild(value, list(all_leaves[start : start + count])))
                 start += count
             total = 0.0
             for cost, p, d, cols in zip(problem.costs, self.plans, data, self.columns):
-                like = _arrays(values[0])[0]
+                like = first_array(values[0])
                 indices = self._indices(cost, like)
                 zeros = self._zeros(p, values, indices)
                 grads = self._grad(
@@ -397,7 +393,7 @@ def differentiable_solve(problem: Problem, settings, eliminate, run, on_device):
     def forward(*leaves):
         result = run(inputs.substituted(list(leaves)), settings, eliminate)
         holder["result"] = result
-        outputs = [a for value in result.solution for a in _arrays(value)]
+        outputs = [a for value in result.solution for a in arrays_of(value)]
         extras = [_extra(v, outputs[0], framework)
                   for v in (result.cost, result.iterations, result.converged)]  # fmt: skip
         return (*outputs, *extras)

@@ -23,7 +23,7 @@ import numpy as np
 from .. import manifold
 from .._frameworks import FRAMEWORKS, float_name
 from ..groups import LieGroup
-from ._problem import Cost
+from ._problem import Cost, first_array
 
 
 @dataclass(frozen=True)
@@ -66,10 +66,6 @@ def plan(cost: Cost, free: Sequence) -> CostPlan:
     return CostPlan(cost.residual_fn, cost.jacobian_fn, cost.loss, slots, cost.name, cost.count)
 
 
-def _dtype_array(value):
-    return value._arrays[0] if isinstance(value, LieGroup) else value
-
-
 def _lead(value) -> tuple[int, ...]:
     return tuple(value.shape) if isinstance(value, LieGroup) else tuple(value.shape[:-1])
 
@@ -93,7 +89,7 @@ def jacobian_autodiff(plan: CostPlan, gathered: Sequence, data: tuple, kind: str
     framework = FRAMEWORKS[kind]
     xp = framework.namespace()
     moving = [a for a, s in enumerate(plan.slots) if s.differentiate]
-    like = _dtype_array(gathered[moving[0]])
+    like = first_array(gathered[moving[0]])
     dtype = float_name(like.dtype)
     zeros = [
         framework.zeros((*_lead(gathered[a]), plan.slots[a].tangent_dim), dtype, like)

@@ -35,6 +35,11 @@ def framework_of(x) -> str | None:
     return framework.name if framework is not None and framework.holds_groups else None
 
 
+def arrays_of(value) -> tuple:
+    """A group element's fields, or an array alone: the arrays a value is made of."""
+    return value._arrays if isinstance(value, LieGroup) else (value,)
+
+
 def first_array(value):
     """A variable set's value as one array: a group's first field (its device, dtype and
     framework are the set's)."""
@@ -43,8 +48,7 @@ def first_array(value):
 
 def is_concrete(x) -> bool:
     """Whether the arrays of `x` (an array or a group element) hold values, not traced."""
-    arrays = x._arrays if isinstance(x, LieGroup) else (x,)
-    return all(_frameworks.concrete(a) for a in arrays)
+    return all(_frameworks.concrete(a) for a in arrays_of(x))
 
 
 def _in_dtype_of(bound, initial):
@@ -143,16 +147,15 @@ def _indices(index, count: int, name: str) -> np.ndarray:
     array = array.astype(np.int64)  # a copy: the caller's array may change later
     if array.ndim > 1:
         raise ValueError(f"xform.optim: {name}[...]: indices of shape {array.shape}; expected (k,)")
-    if not array.size:
-        array.flags.writeable = False
-        return array
-    lowest, highest = array.min(), array.max()
-    if lowest < -count or highest >= count:
-        bad = array[(array < -count) | (array >= count)][0]
-        raise IndexError(
-            f"xform.optim: {name}[...]: index {bad} out of range for {count} variables"
-        )
-    array = np.where(array < 0, array + count, array) if lowest < 0 else array
+    if array.size:
+        lowest, highest = array.min(), array.max()
+        if lowest < -count or highest >= count:
+            bad = array[(array < -count) | (array >= count)][0]
+            raise IndexError(
+                f"xform.optim: {name}[...]: index {bad} out of range for {count} variables"
+            )
+        if lowest < 0:
+            array = np.where(array < 0, array + count, array)
     array.flags.writeable = False  # a selection's indices, and its costs' instances, stay put
     return array
 
@@ -374,8 +377,7 @@ def _check_finite(value, name: str) -> None:
     """A ValueError naming `name` and the first non-finite entry's index."""
     if not is_concrete(value):
         return
-    arrays = value._arrays if isinstance(value, LieGroup) else (value,)
-    for array in arrays:
+    for array in arrays_of(value):
         values = to_numpy(array)
         finite = np.isfinite(values)
         if not finite.all():
