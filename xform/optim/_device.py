@@ -20,7 +20,7 @@ import numpy as np
 from .. import _frameworks, manifold
 from ..groups import LieGroup
 from . import _loop
-from ._kept import Kept, digest
+from ._kept import Kept, structure_digest
 from ._linearise import linearise_cost, plan
 from ._loop import Clock, Settings
 from ._normal import NormalStructure, SchurStructure
@@ -343,22 +343,14 @@ class KeptStructure:
 def _structure(problem: Problem, plans, eliminate) -> KeptStructure:
     """The problem's normal equations' structure and its complement's, made once per
     structure. ArithmeticError where `eliminate` is joined to itself."""
-    sets, costs = problem.variable_sets, problem.costs
-    indices = [np.asarray(i) for c in costs for i in c.instance_indices]
-    key = digest(
-        (None if eliminate is None else eliminate.index,
-         [(s.count, s.tangent_dim) for s in sets],
-         [[selection.variables.index for selection in c.selections] for c in costs],
-         [(i.shape, i.dtype.str) for i in indices]),
-        [s.fixed for s in sets] + indices,
-    )  # fmt: skip
+    key = structure_digest(problem, eliminate)
     kept = _STRUCTURES.get(key)
     if kept is None:
         normal = NormalStructure(problem, plans, eliminate)
         e = normal.eliminated
         reduced = e is not None and len(normal.pattern.sets) > 1
         kept = KeptStructure(normal, SchurStructure(normal.pattern, e) if reduced else None, {})
-        if _STRUCTURES.keeps(sum(i.size for i in indices)):
+        if _STRUCTURES.keeps(sum(i.size for c in problem.costs for i in c.instance_indices)):
             _STRUCTURES.put(key, kept)
     return kept
 

@@ -18,7 +18,7 @@ from .._interop import to_numpy
 from ..groups import LieGroup
 from . import _loop
 from ._host_schur import Schur
-from ._kept import Kept, digest
+from ._kept import Kept, structure_digest
 from ._layout import Layout
 from ._linearise import lineariser, normal_blocks, plan
 from ._loop import Clock, Settings
@@ -38,19 +38,11 @@ class HostSystem:
         self.values_framework = _frameworks.FRAMEWORKS[problem.framework]
         self.sets = sets = problem.variable_sets
         self.costs = problem.costs
-        self.layout = layout = Layout(sets, eliminate)
-        self.size = layout.size
         self.free = free = [~s.fixed for s in sets]
         self.plans = plans = tuple(plan(c, free) for c in problem.costs)
-        columns = []
-        for cost, p in zip(problem.costs, plans):
-            cols = [
-                layout.columns(sel.variables, idx)
-                for sel, idx, slot in zip(cost.selections, cost.instance_indices, p.slots)
-                if slot.differentiate
-            ]
-            columns.append(cols)
-        self.structure = _STRUCTURES.take(layout, columns, eliminate, settings.solver)
+        self.structure = _STRUCTURES.take(problem, plans, eliminate, settings.solver)
+        self.layout = self.structure.layout
+        self.size = self.layout.size
         self.pattern = self.structure.pattern
         self.slots, self.gradient_slots = self.structure.slots, self.structure.gradient_slots
         self.linear = self.structure.linear
@@ -71,14 +63,10 @@ class HostSystem:
         index arrays, masks of the free variables, bounds; returns the bounds."""
         framework = self.values_framework
         like = first_array(values[0])
-        self.indices = [
-            [framework.indices(np.asarray(i), like) for i in c.instance_indices]
-            for c in self.costs
-        ]
-        # where a set has fixed variables, its free ones as a mask per array of the set, of
-        # that array's rank: a step moves those rows only
-        self.moving_rows = [None if f.all() else _row_masks(framework.constant(f, like) > 0.5, v)
-                            for f, v in zip(self.free, values)]  # fmt: skip
+        # index arrays and masks in the framework: made once per structure and device
+        self.indices, self.moving_rows = self.structure.arrays_in(
+            framework, like, self.costs, self.free, values
+        )
         self.rounding = 16.0 * float(np.finfo(_frameworks.float_name(like.dtype)).eps)
         return tuple(
             [None if b is None else b if framework.owns(b)
@@ -109,24 +97,35 @@ class HostSystem:
             self.checked = True
         with self.clock("assembly"):
             cost = math.fsum(b[0] for b in blocks)
-            contributions, gradients = [], []
+            jacobians, gradients = [], []
             for index, (_, r, j, jr) in enumerate(blocks):
                 if j is None:
                     continue
-                if jr is not None:  # J^T J and J^T r from JAX
-                    contributions.append(j.ravel())
-                    gradients.append(to_numpy(jr).ravel())
-                    continue
-                contributions.append(self._product(index, j).ravel())
-                gradients.append(np.matmul(self.products[index, j.shape, j.dtype][0],
-                                           r[..., None]).ravel())  # fmt: skip
-            if contributions:
-                values_h = self.pattern.assemble(self.slots, _joined(contributions))
+                jacobians.append((index, j, jr is not None))
+                # r^T J: both operands as they are, where J^T r would take J's transposed
+                # view (or a copy of it)
+                gradients.append((to_numpy(jr) if jr is not None
+                                  else np.matmul(r[..., None, :], j)).ravel())  # fmt: skip
+            if gradients:
                 g = np.bincount(self.gradient_slots, _joined(gradients),
                                 minlength=self.size + 1)[: self.size]  # fmt: skip
             else:
-                values_h, g = np.zeros(self.pattern.nnz), np.zeros(self.size)
-        return cost, values_h, g
+                g = np.zeros(self.size)
+        return cost, Normal(jacobians), g
+
+    def hessian(self, normal: Normal) -> np.ndarray:
+        """H's values (the pattern's nnz) of a linearisation, assembled the first time a
+        step is solved from it: the loop's last trial, and a rejected one, never are."""
+        if normal.values is None:
+            with self.clock("assembly"):
+                contributions = [
+                    (j if product_given else self._product(index, j)).ravel()
+                    for index, j, product_given in normal.jacobians
+                ]
+                normal.values = (self.pattern.assemble(self.slots, _joined(contributions))
+                                 if contributions else np.zeros(self.pattern.nnz))  # fmt: skip
+                normal.jacobians = None
+        return normal.values
 
     def _product(self, index: int, j: np.ndarray) -> np.ndarray:
         """J^T J of one cost, J^T copied first: NumPy's matmul of small matrices runs ~1.5x
@@ -140,7 +139,8 @@ class HostSystem:
         np.copyto(jt, np.swapaxes(j, -1, -2))
         return np.matmul(jt, j, out=product)
 
-    def solve(self, h, g, damping):
+    def solve(self, normal, g, damping):
+        h = self.hessian(normal)
         with self.clock("solve"):
             diagonal = h[self.pattern.diagonal]
             scale = np.maximum(diagonal, 1e-12 * max(diagonal.max(initial=0.0), 1e-300))
@@ -168,17 +168,35 @@ class HostSystem:
             return list(self.retract_sets(values, deltas, self.moving_rows, *bounds))
 
 
+class Normal:
+    """A linearisation's normal matrix: its Jacobians (each cost's index, J, and whether
+    J is J^T J already, as JAX gives it) until `HostSystem.hessian` assembles its values."""
+
+    __slots__ = ("jacobians", "values")
+
+    def __init__(self, jacobians: list):
+        self.jacobians, self.values = jacobians, None
+
+
 def _as_numpy_like(values: np.ndarray, like) -> np.ndarray:
     """`values` in `like`'s dtype, left in NumPy: a compiled function's argument."""
     return np.asarray(values, dtype=like.dtype)
 
 
 class Structure:
-    """What a problem's structure fixes, worked out once: the pattern of H, each cost's
-    slots in it and in the gradient, and the linear solve (a Schur complement's tables,
-    a sparse solver's analysis)."""
+    """What a problem's structure fixes, worked out once: the unknowns' layout, the pattern
+    of H, each cost's slots in it and in the gradient, the linear solve (a Schur
+    complement's tables, a sparse solver's analysis), and the index arrays and masks the
+    loop reads, in each framework and device it has been solved in."""
 
-    def __init__(self, layout: Layout, columns: list[list[np.ndarray]], eliminate, solver):
+    def __init__(self, problem: Problem, plans, eliminate, solver):
+        self.layout = layout = Layout(problem.variable_sets, eliminate)
+        columns = [
+            [layout.columns(sel.variables, indices)
+             for sel, indices, slot in zip(cost.selections, cost.instance_indices, p.slots)
+             if slot.differentiate]
+            for cost, p in zip(problem.costs, plans)
+        ]  # fmt: skip
         blocks = [slot_blocks(cols, len(cols[0]) if cols else 0) for cols in columns]
         self.pattern, slots = cost_pattern(layout.size, blocks)
         self.slots = _joined(slots) if slots else np.zeros(0, np.int64)
@@ -197,6 +215,19 @@ class Structure:
         else:  # the whole system's solver, made only where no complement replaces it
             factor = make_solver(self.pattern, solver) if layout.size else None
             self.linear = lambda values, g: factor(values, -g)
+        self.arrays: dict = {}
+
+    def arrays_in(self, framework, like, costs, free, values) -> tuple:
+        """Each cost's index arrays, and per set the mask of its free variables against
+        each of its arrays (None where none is fixed), in `like`'s framework and device."""
+        key = (framework.name, framework.device(like))
+        if key not in self.arrays:
+            indices = [[framework.indices(np.asarray(i), like) for i in c.instance_indices]
+                       for c in costs]  # fmt: skip
+            masks = [None if f.all() else _row_masks(framework.constant(f, like) > 0.5, v)
+                     for f, v in zip(free, values)]  # fmt: skip
+            self.arrays[key] = indices, masks
+        return self.arrays[key]
 
 
 class Structures:
@@ -211,16 +242,13 @@ class Structures:
     def __init__(self, size: int = 4, largest: int = 1 << 21):
         self.kept = Kept(size, largest)
 
-    def take(self, layout: Layout, columns, eliminate, solver) -> Structure:
-        eliminated = None if eliminate is None else (eliminate.index, eliminate.tangent_dim)
-        key = digest(
-            (layout.size, layout.reduced, solver, eliminated, layout.tangent_dims,
-             [[c.shape for c in cols] for cols in columns]),
-            [c for cols in columns for c in cols],
-        )  # fmt: skip
+    def take(self, problem: Problem, plans, eliminate, solver) -> Structure:
+        # the masks' shapes are the sets' arrays' ranks
+        ranks = [[a.ndim for a in arrays_of(s.initial)] for s in problem.variable_sets]
+        key = structure_digest(problem, eliminate, solver, ranks)
         structure = self.kept.take(key)
         if structure is None:
-            structure = Structure(layout, columns, eliminate, solver)
+            structure = Structure(problem, plans, eliminate, solver)
         structure.key = key
         return structure
 

@@ -20,6 +20,21 @@ def digest(description, arrays) -> bytes:
     return hashed.digest()
 
 
+def structure_digest(problem, eliminate, *more) -> bytes:
+    """`digest` of what a problem's structure is made from: its sets' sizes and fixed
+    variables, which sets each cost reads and with which index arrays, the set to
+    eliminate, and `more` (what else the caller makes from them)."""
+    sets, costs = problem.variable_sets, problem.costs
+    indices = [np.asarray(i) for c in costs for i in c.instance_indices]
+    return digest(
+        (None if eliminate is None else eliminate.index,
+         [(s.count, s.tangent_dim) for s in sets],
+         [[selection.variables.index for selection in c.selections] for c in costs],
+         [(i.shape, i.dtype.str) for i in indices], more),
+        [s.fixed for s in sets] + indices,
+    )  # fmt: skip
+
+
 class Kept:
     """The last `size` things worked out once from index arrays (a pattern, a solve's
     structure), by `digest`, none of more than `largest` (in the caller's unit): a sliding
