@@ -387,7 +387,8 @@ def test_schur_complement_with_b_in_single_rows(rng, monkeypatch):
 
 def test_a_structure_is_set_up_once_per_structure_and_never_stale(rng, monkeypatch):
     """Solves of one structure (new problems each) share its set-up; a problem with the same
-    sizes but other index arrays or other fixed variables gets its own, and every solve
+    sizes but other index arrays or other fixed variables gets its own, one in another
+    framework shares the structure but gets its own index and mask arrays, and every solve
     equals one from a fresh set-up."""
     from xform.optim import _host
 
@@ -405,11 +406,11 @@ def test_a_structure_is_set_up_once_per_structure_and_never_stale(rng, monkeypat
              world + 0.05 * rng.normal(size=world.shape))  # fmt: skip
     shuffled = rng.permutation(len(pt))
 
-    def history(order=slice(None), fix=False, fresh=False):
+    def history(order=slice(None), fix=False, fresh=False, framework="torch"):
         if fresh:
             monkeypatch.setattr(_host, "_STRUCTURES", _host.Structures())
         problem, (_, _, p) = bundle_problem(
-            "torch", cam[order], pt[order], observed[order], *start, fix=fix
+            framework, cam[order], pt[order], observed[order], *start, fix=fix
         )
         return optim.solve(problem, eliminate=p, max_iterations=4).history
 
@@ -420,8 +421,41 @@ def test_a_structure_is_set_up_once_per_structure_and_never_stale(rng, monkeypat
         kept = history(**variant)
         assert len(built) == before + 1
         assert kept == history(**variant, fresh=True)
+    before = len(built)
+    in_jax = history(fix=True, framework="jax")  # the structure kept from torch's solve
+    assert len(built) == before
+    assert in_jax == history(fix=True, framework="jax", fresh=True)
+    assert history(fix=True) == kept  # torch's arrays kept beside JAX's
     monkeypatch.setattr(_host, "_STRUCTURES", _host.Structures())
     assert history() == first
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_the_normal_matrix_is_assembled_only_for_the_steps_solved(rng, framework, monkeypatch):
+    """H's values are assembled from a linearisation's Jacobians only when a step is solved
+    from them: once per linear solve, never for the last trial or a rejected one (a step
+    rejected leaves the current H to be solved again, damped more)."""
+    from xform.optim import _host
+
+    assembled = []
+    original = _host.HostSystem.hessian
+
+    def counted(self, normal):
+        assembled.append(normal.values is None)
+        return original(self, normal)
+
+    monkeypatch.setattr(_host.HostSystem, "hessian", counted)
+    cam, pt, observed, poses, intrinsics, world = small_bundle(rng)
+    # far from the optimum, from a tiny damping: the first steps overshoot and are rejected
+    start = (poses @ SE3.exp(0.3 * rng.normal(size=(4, 6))), intrinsics,
+             world + 0.5 * rng.normal(size=world.shape))  # fmt: skip
+    problem, _ = bundle_problem(framework, cam, pt, observed, *start)
+    result = optim.solve(problem, damping=1e-12, max_iterations=30)
+    assert len(assembled) == result.solves
+    # the start's and each accepted trial's, but the last trial's where the loop stopped on
+    # accepting it: 1 + iterations - 1; all the linearisations' would be solves + 1
+    assert sum(assembled) in (result.iterations, result.iterations + 1)
+    assert result.solves > result.iterations + 1  # rejections happened: the test tests them
 
 
 def test_solves_of_one_structure_in_threads_share_no_state(rng):
@@ -718,7 +752,9 @@ def test_pardiso_orders_the_graph_of_the_blocks(rng):
     """A pattern of whole 3 x 3 blocks records them, and PARDISO orders their graph: the
     solution is the one of PARDISO's own ordering of the entries, the ordering it is given
     is a permutation that keeps each block's unknowns together, and the fill is no worse
-    than 5% above the entries' ordering."""
+    than 15% above the entries' ordering (over 300 random graphs: median 1.00, 99th
+    percentile 1.05, worst 1.11; the natural order, which ignores the graph, fills
+    1.6-1.9x)."""
     if "pardiso" not in available_solvers():
         pytest.skip("pypardiso is not installed")
     count, k = 60, 150
@@ -743,7 +779,7 @@ def test_pardiso_orders_the_graph_of_the_blocks(rng):
     kept_together = given.reshape(count, 3)
     np.testing.assert_array_equal(kept_together - kept_together[:, :1], [[0, 1, 2]] * count)
     assert np.all(kept_together[:, 0] % 3 == 0)
-    assert by_blocks._solver.iparm[17] <= 1.05 * by_entries._solver.iparm[17]
+    assert by_blocks._solver.iparm[17] <= 1.15 * by_entries._solver.iparm[17]
     # and PARDISO follows it: the blocks in their given order fill in far more
     in_order = make_solver(pattern, "pardiso")
     in_order._block_ordering = lambda size, *_: np.arange(1, size + 1, dtype=np.int32)
