@@ -311,7 +311,8 @@ def eager_floor(problem, start_poses, fw):
     example's one edge kernel, the normal equations dense by two `bincount`s, a dense
     Cholesky, and per step `exp`, a product and a normalisation. No problem, layout,
     pattern, bounds, masks or timings: what `xform.optim` adds to this is its generality.
-    Returns `(poses, chi2, iterations)`; meant for graphs below `DENSE_BELOW` unknowns."""
+    Returns `(poses, chi2, iterations)`, the poses read into NumPy as `optimise` gives them;
+    meant for graphs below `DENSE_BELOW` unknowns."""
     from posegraph.edges import whitened_edges
     from posegraph.optimise import INITIAL_DAMPING, MAX_ITERATIONS, RELATIVE_DECREASE
 
@@ -369,7 +370,7 @@ def eager_floor(problem, start_poses, fw):
                 break
         else:
             damping *= 10.0
-    return poses, 2.0 * cost, iterations
+    return poses.to_numpy(), 2.0 * cost, iterations
 
 
 def compiled_comparison(name: str, repeats: int) -> dict:
