@@ -53,7 +53,7 @@ class NumPy(Framework):
             return x.numpy()
         if name == "torch":
             x = x.detach()
-            return x.numpy() if x.device.type == "cpu" else x.cpu().numpy()
+            return x.numpy() if x.is_cpu else x.cpu().numpy()
         if name == "jax":
             if all(device.platform == "cpu" for device in x.devices()):
                 return np.from_dlpack(x)

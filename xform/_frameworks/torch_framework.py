@@ -30,7 +30,7 @@ class Torch(Framework):
 
         return not (
             torch.compiler.is_compiling()
-            or x.device.type == "meta"
+            or x.is_meta  # not `device.type`: ~0.9 us a call
             or torch._C._functorch.is_functorch_wrapped_tensor(x)
         )
 

@@ -123,22 +123,20 @@ def _warp_stream(device: torch.device, handle: int) -> wp.Stream:
 _NO_STREAM = contextlib.nullcontext()
 
 
-def _on_current_stream(device: torch.device):
-    """Launch on PyTorch's current CUDA stream; nothing on CPU. No synchronisation with
-    Warp's own stream either: an event wait on a stream outside a CUDA graph capture would
-    invalidate the capture."""
-    if device.type != "cuda":
+def _on_current_stream(tensors):
+    """Launch on PyTorch's current CUDA stream where the first tensor is on CUDA; nothing
+    on CPU. No synchronisation with Warp's own stream either: an event wait on a stream
+    outside a CUDA graph capture would invalidate the capture."""
+    # `is_cuda`, not `device.type`: ~0.2 us against ~0.9 us a call, on every launch
+    first = next(t for t in tensors if isinstance(t, torch.Tensor))
+    if not first.is_cuda:
         return _NO_STREAM
-    current = torch.cuda.current_stream(device)
+    current = torch.cuda.current_stream(first.device)
     return wp.ScopedStream(_warp_stream(current.device, current.cuda_stream), sync_enter=False)
 
 
 def _detached(tensors):
     return [t.detach() if isinstance(t, torch.Tensor) else t for t in tensors]
-
-
-def _device_of(tensors) -> torch.device:
-    return next(t.device for t in tensors if isinstance(t, torch.Tensor))
 
 
 # --- the core's three products, on tensors ------------------------------------------------
@@ -147,7 +145,7 @@ def _device_of(tensors) -> torch.device:
 def _meta(operands) -> bool:
     """Whether these are meta tensors (shapes only: shape inference, tracing); checked,
     but nothing is launched."""
-    return any(x.device.type == "meta" for x in operands if isinstance(x, torch.Tensor))
+    return any(x.is_meta for x in operands if isinstance(x, torch.Tensor))
 
 
 def _prepare(op: Op, operands, prefix: int):
@@ -180,7 +178,7 @@ def _repeated(op: Op, kind: str, key: tuple | None, arrays):
 def _forward(op: Op, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor]:
     plain = not any(b is not None for b in buffers)
     key = _repeat_key(operands, prefix) if plain else None
-    with _on_current_stream(_device_of(operands)):
+    with _on_current_stream(operands):
         results = _repeated(op, Product.FORWARD, key, operands)
         if results is not None:
             return results
@@ -194,7 +192,7 @@ def _forward(op: Op, operands, prefix: int = 0, buffers=()) -> list[torch.Tensor
 def _vjp(op: Op, operands, cotangents, needed, prefix: int = 0):
     arrays = [*operands, *cotangents]
     key = _repeat_key(arrays, prefix, tuple(needed))
-    with _on_current_stream(_device_of(operands)):
+    with _on_current_stream(operands):
         grads = _repeated(op, Product.VJP, key, arrays)
         if grads is not None:
             return grads
@@ -215,7 +213,7 @@ def _jvp(op: Op, operands, tangents, prefix: int = 0):
     if _meta(operands):
         _prepare(op, operands, prefix)
         return _fake_results(op, _detached(operands), prefix)
-    with _on_current_stream(_device_of(operands)):
+    with _on_current_stream(operands):
         return _launch.products.jvp(
             _prepare(op, operands, prefix), [_buffer(t) for t in tangents], _empty, _zeros
         )
