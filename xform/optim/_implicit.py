@@ -70,13 +70,17 @@ def wants_gradients(problem: Problem) -> bool:
         return False
     if framework.traces:
         return not all(_frameworks.concrete(leaf) for leaf in _Inputs(problem).leaves)
-    for s in problem.variable_sets:
-        if any(getattr(a, "requires_grad", False) for a in arrays_of(s.initial)):
-            return True
-    for c in problem.costs:
-        if any(getattr(a, "requires_grad", False) for a in _flatten(c.data)[0]):
-            return True
-    return False
+    return any(_requires_grad(s.initial) for s in problem.variable_sets) or any(
+        _requires_grad(c.data) for c in problem.costs
+    )
+
+
+def _requires_grad(tree) -> bool:
+    """Whether a leaf of `tree` (as `_flatten` walks it) requires grad: its walk without
+    the rebuilding closures, at every solve."""
+    if isinstance(tree, (list, tuple)):
+        return any(_requires_grad(t) for t in tree)
+    return any(getattr(a, "requires_grad", False) for a in arrays_of(tree))
 
 
 class _Inputs:

@@ -172,7 +172,7 @@ def minimise(system, settings: Settings, values, data, bounds) -> Outcome:
         values, cost, normal, g, damping, growth, iterations, status, solves = state
         running = status == RUNNING
         step, finite, scale = system.solve(normal, g, damping)
-        step = xp.where(_rows(running), step, 0.0 * step)
+        step = xp.where(_rows(running), step, 0.0)
         trial = system.retract(values, step, bounds)
         trial_cost, trial_normal, trial_g = system.linearise(trial, data)
         accept, new_damping, new_growth, step_status = step_rule(
@@ -236,8 +236,9 @@ def _rows(x):
 
 def _inner(a, b):
     """Per problem, the inner product of two vectors over the unknowns (a number where the
-    state is one problem's: BLAS's dot, where the product's sum costs NumPy two calls)."""
-    return float(a @ b) if a.ndim == 1 else (a * b).sum(-1)
+    state is one problem's: BLAS's dot, as `ndarray.dot`, ~0.5 us, where `@` goes through
+    the generalised ufunc's iterator, ~1.1 us, and the product's sum costs two calls)."""
+    return float(a.dot(b)) if a.ndim == 1 else (a * b).sum(-1)
 
 
 def _first(x):

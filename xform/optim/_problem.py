@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from .. import _frameworks
-from .._interop import to_numpy
 from ..groups import LieGroup
 from ._losses import Loss
 
@@ -55,6 +54,8 @@ def _in_dtype_of(bound, initial):
     """A bound in the values' framework in their dtype: every path compares the values
     with it at each step, and a float64 bound made float32 values float64. Bounds of
     another kind (NumPy beside PyTorch or JAX values, lists) each path converts already."""
+    if bound is None:
+        return None
     framework = _frameworks.of(bound)
     if framework is None or framework is not _frameworks.of(initial):
         return bound
@@ -129,20 +130,31 @@ class Variables:
 def _indices(index, count: int, name: str) -> np.ndarray:
     """An index of a variable set as a NumPy int64 array of shape () or (k,), checked."""
     if isinstance(index, slice):
-        return np.arange(count)[index]
+        array = np.arange(count)[index]
+    elif _frameworks.of(index) is None and hasattr(type(index), "__index__"):
+        position = operator.index(index)  # one variable: checked in Python
+        if not -count <= position < count:
+            raise IndexError(
+                f"xform.optim: {name}[...]: index {position} out of range for {count} variables"
+            )
+        array = np.array(position + count if position < 0 else position, np.int64)
+    else:
+        array = _index_array(index, count, name)
+    array.flags.writeable = False  # a selection's indices, and its costs' instances, stay put
+    return array
+
+
+def _index_array(index, count: int, name: str) -> np.ndarray:
     if _frameworks.of(index) is not None:
         array = np.asarray(_frameworks.NUMPY.convert(index))
     elif isinstance(index, (list, tuple)):
         array = np.asarray(index)
     else:
-        try:
-            array = np.asarray(operator.index(index))
-        except TypeError:
-            raise TypeError(
-                f"xform.optim: {name}[...] takes an int, a slice or an integer array, got "
-                f"{type(index).__name__}"
-            ) from None
-    if array.dtype == bool or not np.issubdtype(array.dtype, np.integer) and array.size:
+        raise TypeError(
+            f"xform.optim: {name}[...] takes an int, a slice or an integer array, got "
+            f"{type(index).__name__}"
+        )
+    if array.dtype.kind not in "iu" and (array.size or array.dtype.kind == "b"):
         raise TypeError(f"xform.optim: {name}[...]: indices must be integers, got {array.dtype}")
     array = array.astype(np.int64)  # a copy: the caller's array may change later
     if array.ndim > 1:
@@ -156,7 +168,6 @@ def _indices(index, count: int, name: str) -> np.ndarray:
             )
         if lowest < 0:
             array = np.where(array < 0, array + count, array)
-    array.flags.writeable = False  # a selection's indices, and its costs' instances, stay put
     return array
 
 
@@ -341,12 +352,11 @@ class Problem:
             )
         count = lengths.pop() if lengths else 1
         data = data if isinstance(data, tuple) else (data,)
+        # NumPy data is a constant of any framework's costs
+        allowed = ("numpy", self.framework)
         for item in _leaves(data):
             kind = framework_of(item)
-            # NumPy data is a constant of any framework's costs
-            if kind is not None and _frameworks.FRAMEWORKS[kind] not in (
-                _frameworks.NUMPY, _frameworks.FRAMEWORKS[self.framework]
-            ):
+            if kind is not None and kind not in allowed:
                 raise TypeError(
                     f"xform.optim.Problem.add: {name}: data holds {kind} arrays and the "
                     f"variables {self.framework} arrays; one framework per problem"
@@ -378,7 +388,7 @@ def _check_finite(value, name: str) -> None:
     if not is_concrete(value):
         return
     for array in arrays_of(value):
-        values = to_numpy(array)
+        values = _frameworks.NUMPY.convert(array)
         finite = np.isfinite(values)
         if not finite.all():
             where = np.argwhere(~finite)[0]
