@@ -53,3 +53,29 @@ def test_blocker_really_blocks():
     """Guard against a vacuous pass: the blocker must make framework imports fail."""
     result = run(BLOCK_FRAMEWORKS + "import torch")
     assert result.returncode != 0
+
+
+def test_a_framework_imported_after_the_first_elements_holds_them_as_pytrees():
+    """Elements made before PyTorch and JAX are imported register the groups with NumPy
+    alone; each framework imported later still has them as pytrees at its first element
+    (the registration is checked at every element, skipped while no module is imported)."""
+    result = run(
+        textwrap.dedent(
+            """
+            import numpy as np
+            import xform
+            for _ in range(3):
+                xform.SE3.identity((2,))
+            import torch
+            import torch.utils._pytree as torch_tree
+            element = xform.SE3.identity((2,)).to_torch()
+            assert len(torch_tree.tree_leaves(element)) == 2, torch_tree.tree_leaves(element)
+            import jax
+            element = xform.SE3.identity((2,)).to_jax()
+            assert len(jax.tree_util.tree_leaves(element)) == 2
+            print("ok")
+            """
+        )
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("ok")

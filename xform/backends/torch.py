@@ -47,7 +47,7 @@ from xform._random import haar_quaternions, sample_shape
 from xform._registry import on_define
 from xform.ops import COMPOSITES, OPS
 
-from ._torch_autograd import _refuse_tracing, _unpack, op_function
+from ._torch_autograd import _unpack, op_function
 from ._torch_compile import _traced_call, register_custom_ops
 from ._torch_kernels import _check_buffers
 
@@ -84,8 +84,7 @@ def _make_functional(op: Op):
 
     n_buffers = len(result_names) + len(grad_names)
 
-    def functional(*args, **kwargs):
-        _refuse_tracing(op)
+    def functional(*args, **kwargs):  # the Function's forward refuses torch.jit.trace
         if kwargs or len(args) != n:  # the common positional call skips binding
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()

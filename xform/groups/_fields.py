@@ -92,6 +92,7 @@ def register_pytrees() -> None:
     is an element-shaped tree of its fields' cotangents, as jaxlie) and PyTorch's
     (`torch.func` and `torch.compile`). Called by every element made from user arrays, so
     a framework imported after xform is still registered before its first element."""
+    global _modules_when_registered
     for framework in _frameworks.imported():
         if framework.name in _registered or not framework.holds_groups:
             continue
@@ -101,15 +102,19 @@ def register_pytrees() -> None:
         # The adapter too, now: a group's first op may run under torch.compile, which
         # traces no import
         framework.functions()
+    _modules_when_registered = len(sys.modules)  # after: the adapters' imports counted
 
 
 def pytrees_registered() -> bool:
-    """Whether every framework that holds groups has them as pytrees (a cheap test, made
-    at every element's construction)."""
-    return len(_registered) == _HOLDING
+    """Whether every framework that holds groups and is imported has them as pytrees (a
+    cheap test, made at every element's construction): all are, or no module was imported
+    since the last registration (a process without JAX would otherwise look at every
+    framework at every element)."""
+    return len(_registered) == _HOLDING or len(sys.modules) == _modules_when_registered
 
 
 _HOLDING = sum(f.holds_groups for f in _frameworks.FRAMEWORKS.values())
+_modules_when_registered = -1
 
 
 def _register(cls, framework: str) -> None:
