@@ -430,6 +430,44 @@ def test_a_structure_is_set_up_once_per_structure_and_never_stale(rng, monkeypat
     assert history() == first
 
 
+ON_TWO_DEVICES = """
+import os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+from xform import optim
+
+def solve(device):
+    start = jax.device_put(jnp.arange(6.0).reshape(3, 2), jax.devices()[device])
+    problem = optim.Problem()
+    x = problem.variables(start)
+    problem.fix(x[0])
+    problem.add(lambda a: a - 1.0, x[np.arange(3)])
+    result = optim.solve(problem)
+    values = result.values(x)
+    assert values.devices() == {jax.devices()[device]}, values.devices()
+    return np.asarray(values), float(result.cost)
+
+first, again = solve(0), solve(1)  # one structure, its arrays kept per placement
+np.testing.assert_array_equal(first[0], again[0])
+assert first[1] == again[1] == 0.5 and first[0][0].tolist() == [0.0, 1.0]
+print("ok")
+"""
+
+
+def test_a_structure_kept_on_one_jax_device_serves_another():
+    """The CPU back end keeps a structure's index and mask arrays per placement: the same
+    structure solved on a second JAX CPU device gets arrays of its own, not the first
+    device's (a key by `device`, which calls every CPU device "cpu", gave them back)."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", ON_TWO_DEVICES], capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert run.stdout.strip().endswith("ok")
+
+
 @pytest.mark.parametrize("framework", ["numpy", *FRAMEWORKS])
 def test_the_normal_matrix_is_assembled_only_for_the_steps_solved(framework, monkeypatch):
     """H's values are assembled from a linearisation's Jacobians only when a step is solved

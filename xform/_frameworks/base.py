@@ -90,6 +90,12 @@ class Framework:
         for NumPy, or JAX, which places a constant where the computation needs it)."""
         return None
 
+    def placement(self, x):
+        """Exactly where `x`'s memory lies, hashable: arrays made `like` x may be kept for
+        another array of the same placement (a torch device, a JAX sharding; None for
+        NumPy). Finer than `device`, which calls every CPU device of JAX's "cpu"."""
+        return None
+
     def zeros(self, shape: tuple[int, ...], dtype: str, like=None):
         """Zeros of `shape` and dtype name `dtype`, on `like`'s device."""
         raise NotImplementedError

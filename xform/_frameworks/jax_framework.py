@@ -27,6 +27,9 @@ class Jax(Framework):
         platforms = {d.platform for d in x.devices()}
         return "cpu" if platforms == {"cpu"} else ",".join(sorted(map(str, x.devices())))
 
+    def placement(self, x):
+        return x.sharding if self.concrete(x) else None
+
     def concrete(self, x) -> bool:
         import jax
 

@@ -16,6 +16,9 @@ class Torch(Framework):
     def device(self, x) -> str:
         return str(x.device)
 
+    def placement(self, x):
+        return x.device
+
     def owns(self, x) -> bool:
         torch = sys.modules.get("torch")
         return torch is not None and isinstance(x, torch.Tensor)

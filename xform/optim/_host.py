@@ -220,7 +220,7 @@ class Structure:
     def arrays_in(self, framework, like, costs, free, values) -> tuple:
         """Each cost's index arrays, and per set the mask of its free variables against
         each of its arrays (None where none is fixed), in `like`'s framework and device."""
-        key = (framework.name, framework.device(like))
+        key = (framework.name, framework.placement(like))
         if key not in self.arrays:
             indices = [[framework.indices(np.asarray(i), like) for i in c.instance_indices]
                        for c in costs]  # fmt: skip

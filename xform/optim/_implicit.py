@@ -80,7 +80,7 @@ def _requires_grad(tree) -> bool:
     the rebuilding closures, at every solve."""
     if isinstance(tree, (list, tuple)):
         return any(_requires_grad(t) for t in tree)
-    return any(getattr(a, "requires_grad", False) for a in arrays_of(tree))
+    return any(getattr(a, "requires_grad", False) and _floating(a) for a in arrays_of(tree))
 
 
 class _Inputs:
