@@ -22,11 +22,11 @@ class Layout:
         if eliminated is not None:
             eliminated = sets[eliminated.index]
         order = [s for s in sets if s is not eliminated] + ([eliminated] if eliminated else [])
-        self.offsets, self.ranks, self.counts = {}, {}, {}
+        self.offsets, self.ranks, self.counts, self.free = {}, {}, {}, {}
         offset = 0
         self.reduced = 0
         for s in order:
-            free = ~s.fixed
+            self.free[s.index] = free = ~s.fixed
             self.ranks[s.index] = np.where(free, np.cumsum(free) - 1, -1)
             self.counts[s.index] = int(free.sum())
             self.offsets[s.index] = offset
@@ -54,5 +54,5 @@ class Layout:
         if self.counts[s.index] == s.count:
             return free
         delta = np.zeros((s.count, s.tangent_dim))
-        delta[self.ranks[s.index] >= 0] = free
+        delta[self.free[s.index]] = free
         return delta

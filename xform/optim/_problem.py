@@ -129,9 +129,10 @@ class Variables:
 
 def _indices(index, count: int, name: str) -> np.ndarray:
     """An index of a variable set as a NumPy int64 array of shape () or (k,), checked."""
+    framework = _frameworks.of(index)
     if isinstance(index, slice):
         array = np.arange(count)[index]
-    elif _frameworks.of(index) is None and hasattr(type(index), "__index__"):
+    elif framework is None and hasattr(type(index), "__index__"):
         position = operator.index(index)  # one variable: checked in Python
         if not -count <= position < count:
             raise IndexError(
@@ -139,13 +140,13 @@ def _indices(index, count: int, name: str) -> np.ndarray:
             )
         array = np.array(position + count if position < 0 else position, np.int64)
     else:
-        array = _index_array(index, count, name)
+        array = _index_array(index, framework, count, name)
     array.flags.writeable = False  # a selection's indices, and its costs' instances, stay put
     return array
 
 
-def _index_array(index, count: int, name: str) -> np.ndarray:
-    if _frameworks.of(index) is not None:
+def _index_array(index, framework, count: int, name: str) -> np.ndarray:
+    if framework is not None:
         array = np.asarray(_frameworks.NUMPY.convert(index))
     elif isinstance(index, (list, tuple)):
         array = np.asarray(index)
