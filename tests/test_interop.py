@@ -346,11 +346,20 @@ def test_jax_to_torch_inside_torch_compile_equals_eager(rng):
     x = torch.from_numpy(rng.normal(size=(5, 3, 3)))
     eager_x, compiled_x = x.clone().requires_grad_(), x.clone().requires_grad_()
     eager_loss, compiled_loss = loss(eager_x), torch.compile(loss)(compiled_x)
-    torch.testing.assert_close(compiled_loss, eager_loss, rtol=1e-14, atol=0)
     eager_loss.backward()
     compiled_loss.backward()
-    torch.testing.assert_close(compiled_x.grad, eager_x.grad, rtol=1e-13, atol=1e-15)
+    # Inductor's C++ for sin, cos and the product rule's multiply-add may round differently
+    # from eager mode's (vector maths, fused multiply-adds, whichever the host's compiler
+    # and ISA allow: CI once differed by 0.6 ulp of the largest term), so the parts outside
+    # the bridge agree to a few ulps of the largest term, not bit for bit.
+    eps = torch.finfo(torch.float64).eps
+    terms = bridged(torch.sin(x)) * x
+    torch.testing.assert_close(
+        compiled_loss, eager_loss, rtol=0, atol=16 * eps * terms.abs().sum().item()
+    )
+    few_ulps = 16 * eps * eager_x.grad.abs().max().item()
+    torch.testing.assert_close(compiled_x.grad, eager_x.grad, rtol=0, atol=few_ulps)
     gradient = torch.compile(lambda x: torch.func.grad(loss)(x))(x)
-    torch.testing.assert_close(gradient, eager_x.grad, rtol=1e-13, atol=1e-15)
+    torch.testing.assert_close(gradient, eager_x.grad, rtol=0, atol=few_ulps)
     mapped = torch.compile(lambda x: torch.func.vmap(bridged)(x))(x)
     torch.testing.assert_close(mapped, bridged(x), rtol=0, atol=0)
