@@ -489,6 +489,28 @@ def test_jax_vmap_of_a_solve_with_a_schur_complement():
 # --- implicit gradients through the device path -------------------------------------------------
 
 
+def test_a_jitted_solve_returns_its_counts():
+    """Every number of a result leaves a `jax.jit` as an array: `solves` too (it was the
+    trace's own value, left inside the implicit-gradient rule: an UnexpectedTracerError),
+    equal to the same solve's outside the trace, with rejected steps among them."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    targets = jax.numpy.asarray([4.0, 9.0, 0.25, 100.0])
+
+    def solve(start):
+        problem = optim.Problem()
+        x = problem.variables(start, name="x")
+        problem.add(lambda x, t: x * x * x - t, x[np.arange(4)], data=(targets[:, None],))
+        result = optim.solve(problem, solver="cholesky", damping=1e-6)
+        return result.cost, result.iterations, result.solves, result.converged
+
+    start = jax.numpy.full((4, 1), 0.3)
+    eager, jitted = solve(start), jax.jit(solve)(start)
+    assert int(jitted[2]) == int(eager[2]) > int(eager[1]) == int(jitted[1])
+    assert bool(jitted[3]) and bool(eager[3])
+    np.testing.assert_allclose(float(jitted[0]), float(eager[0]), atol=1e-20)
+
+
 @pytest.mark.parametrize("framework", ["torch", "jax"])
 def test_implicit_gradients_on_the_device_path_equal_the_sparse_paths(framework):
     """d loss(solution) / d data through a pose graph solved on the device back end (its

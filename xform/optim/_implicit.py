@@ -384,8 +384,9 @@ def differentiable_solve(problem: Problem, settings, eliminate, run, on_device):
     """`run`'s solution, differentiable by the framework's own custom-derivative rule
     (`torch.autograd.Function`, `jax.custom_vjp`) with the implicit VJP of `Backward`, on
     the back end the solve took (`on_device(problem, settings)`). The
-    rule's outputs are the solution's arrays, then the cost, the iterations and whether it
-    converged (not differentiable: as outputs, they leave a JAX trace as arrays)."""
+    rule's outputs are the solution's arrays, then the cost, the iterations, whether it
+    converged and the solves (not differentiable: as outputs, they leave a JAX trace as
+    arrays)."""
     framework = _frameworks.FRAMEWORKS[problem.framework]
     if not framework.differentiates:
         return run(problem, settings, eliminate)
@@ -399,7 +400,8 @@ def differentiable_solve(problem: Problem, settings, eliminate, run, on_device):
         holder["result"] = result
         outputs = [a for value in result.solution for a in arrays_of(value)]
         extras = [_extra(v, outputs[0], framework)
-                  for v in (result.cost, result.iterations, result.converged)]  # fmt: skip
+                  for v in (result.cost, result.iterations, result.converged,
+                            result.solves)]  # fmt: skip
         return (*outputs, *extras)
 
     def backward(leaves, outputs, cotangents):
@@ -415,9 +417,10 @@ def differentiable_solve(problem: Problem, settings, eliminate, run, on_device):
     result = holder["result"]
     result.solution = _per_set(result.solution, set_sizes, outputs,
                                lambda value, arrays: _rebuild(value, arrays))  # fmt: skip
-    cost, iterations, converged = outputs[count : count + 3]
+    cost, iterations, converged, solves = outputs[count : count + 4]
     if not is_concrete(result.cost):  # the run's own values left with its trace: the rule's
         result.cost, result.iterations, result.converged = cost, iterations, converged > 0.5
+        result.solves = solves
     return result
 
 
