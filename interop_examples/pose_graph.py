@@ -2,6 +2,7 @@
 
     python interop_examples/pose_graph.py FILE.g2o [--framework torch|jax] [--device cpu|cuda]
         [--init chordal|odometry|file] [--out OUT.g2o] [--plot OUT.png] [--solver NAME]
+        [--compiled]
 
 Reads the graph (SE(3) or SE(2)), initialises (chordal by default), runs Levenberg-Marquardt
 with the residuals r = log(Z^-1 T_i^-1 T_j) and their analytic Jacobians of all edges in
@@ -36,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from posegraph.framework import framework  # noqa: E402
 from posegraph.initial import INITIALISATIONS  # noqa: E402
-from posegraph.optimise import optimise  # noqa: E402
+from posegraph.optimise import chordal_and_optimise, optimise  # noqa: E402
 from posegraph.problem import make_problem, with_poses  # noqa: E402
 
 from xform.optim._installed import MODULES as HOST_SOLVERS  # noqa: E402
@@ -79,12 +80,17 @@ def run(
     # and returns NumPy: its few group operations run there too, on NumPy arrays, whatever
     # framework optimises (through torch or JAX their conversions cost ~1 ms a solve in
     # torch and a few in JAX on a small graph; benchmarks/NOTES.md 53).
-    initial = INITIALISATIONS[init](
-        problem, framework("numpy"), solver if solver in HOST_SOLVERS else None
-    )
-    result = optimise(
-        problem, initial, fw, device=device, solver=solver, compiled=compiled, report=report
-    )
+    if compiled and init == "chordal":  # the start compiled with the solve: one call
+        initial, result = chordal_and_optimise(problem, fw, device=device, solver=solver)
+        if report:
+            report(f"compiled: the chordal start and {result.iterations} iterations in one call")
+    else:
+        initial = INITIALISATIONS[init](
+            problem, framework("numpy"), solver if solver in HOST_SOLVERS else None
+        )
+        result = optimise(
+            problem, initial, fw, device=device, solver=solver, compiled=compiled, report=report
+        )
     seconds = time.perf_counter() - start
     if report:
         report(f"final chi2={result.chi2!r} iterations={result.iterations} seconds={seconds:.6f}")
@@ -135,10 +141,16 @@ def main(argv=None) -> int:
         help="linear solver: on the CPU a sparse one (default: the fastest installed); "
         "on a device cholesky, cudss or pcg (default: by size)",
     )
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="JAX: the solve compiled once per structure (with --init chordal, the start "
+        "too: one call); pays where a small graph is solved many times",
+    )
     args = parser.parse_args(argv)
     try:
         run(args.file, args.framework, args.init, args.out, args.plot, args.solver,
-            device=args.device)  # fmt: skip
+            device=args.device, compiled=args.compiled)  # fmt: skip
     except (ValueError, RuntimeError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -618,6 +618,69 @@ def test_the_compiled_solve_reaches_the_eager_solves_optimum():
         optimise(problem, initial, fw, compiled=True, solver="pardiso")
 
 
+@pytest.mark.parametrize("dim", [3, 2])
+def test_the_chordal_start_on_the_solver_is_the_sparse_one(rng, dim):
+    """`chordal_solved` (the start's two linear problems solved by xform.optim, traceable)
+    against `chordal` (NumPy, a sparse solve) on a random graph whose information spans
+    orders of magnitude (its weights are clipped alike), eagerly and inside `jax.jit`:
+    the same poses to rounding, vertex 0 on the anchor."""
+    jax = pytest.importorskip("jax")
+    from posegraph.initial import chordal_solved
+
+    fw = framework("jax")
+    graph = random_graph(rng, dim, vertices=15, extra_edges=12)
+    graph.edge_information[::3] *= 1e6
+    problem = make_problem(graph, fw)
+    expected = chordal(problem, framework("numpy"))
+
+    def start(anchor, measurements, information):
+        return chordal_solved(problem, fw, anchor, measurements, information)
+
+    arguments = (element_in(fw, problem.anchor), element_in(fw, problem.measurements),
+                 array_in(fw, problem.information))  # fmt: skip
+    for run in (start, jax.jit(start)):
+        poses = run(*arguments).to_numpy()
+        np.testing.assert_allclose(poses.position, expected.position, atol=1e-9)
+        np.testing.assert_allclose(
+            poses.rotation().as_matrix(), expected.rotation().as_matrix(), atol=1e-9
+        )
+        np.testing.assert_allclose(poses[:1].position, problem.anchor.position, atol=1e-12)
+
+
+def test_the_start_and_solve_compiled_as_one_call():
+    """`run(compiled=True)` from the chordal start: one compiled call per structure for the
+    start and the solve (`chordal_and_optimise`), the eager run's start, chi2, iterations
+    and poses; a second graph of the same structure compiles nothing; a framework that
+    does not compile, or the CPU's solver, is refused by name."""
+    pytest.importorskip("jax")
+    from posegraph import optimise as optimise_module
+
+    path = DATA / "tinyGrid3D.g2o"
+    _, eager_start, eager, _ = pose_graph.run(path, "jax", report=None)
+    lines = []
+    problem, start, compiled, _ = pose_graph.run(path, "jax", compiled=True, report=lines.append)
+    expected_line = f"compiled: the chordal start and {compiled.iterations} iterations in one call"
+    assert lines[0] == expected_line
+    np.testing.assert_allclose(start.position, eager_start.position, atol=1e-12)
+    assert compiled.converged and abs(compiled.iterations - eager.iterations) <= 1
+    assert compiled.solves >= compiled.iterations
+    np.testing.assert_allclose(compiled.chi2, eager.chi2, rtol=1e-9)
+    np.testing.assert_allclose(compiled.poses.position, eager.poses.position, atol=1e-9)
+    kept = dict(optimise_module._RUNS)
+    other = dataclasses.replace(
+        problem, measurements=problem.measurements @ SE3.exp(np.full((problem.edges, 6), 1e-3))
+    )
+    _, moved = optimise_module.chordal_and_optimise(other, framework("jax"))
+    assert moved.converged and moved.chi2 != compiled.chi2
+    assert optimise_module._RUNS.keys() == kept.keys()
+    with pytest.raises(ValueError, match="torch runs eagerly"):
+        optimise_module.chordal_and_optimise(problem, framework("torch"))
+    with pytest.raises(ValueError, match="solver 'pardiso' is the CPU's"):
+        pose_graph.run(path, "jax", compiled=True, solver="pardiso", report=None)
+    assert pose_graph.main([str(path), "--framework", "jax", "--compiled"]) == 0
+    assert pose_graph.main([str(path), "--framework", "torch", "--compiled"]) == 1
+
+
 def test_a_jax_solve_compiled_once_per_structure():
     """`optimise(compiled=True)`: the device back end's loop, compiled once per structure
     and kept by the solver: the eager solve's optimum, and a second graph of the same
@@ -678,14 +741,14 @@ def test_command_line(tmp_path, capsys):
 
 @needs_shared
 def test_benchmark_runs_on_the_smallest_graph(tmp_path, monkeypatch):
-    """benchmarks/pose_graph.py must not rot: one repeat on tinyGrid3D."""
+    """benchmarks/pose_graph.py must not rot: one repeat on tinyGrid3D, in each kind."""
     pytest.importorskip("gtsam")
     monkeypatch.syspath_prepend(str(REPO))
     from benchmarks.pose_graph import main
 
     rows = main(["--graphs", "tinyGrid3D", "--repeats", "1", "--out", str(tmp_path / "r.json")])
     (row,) = rows
-    for name in ("torch", "jax"):
+    for name in ("torch", "jax", "jax compiled"):  # tinyGrid3D is small enough for the last
         assert row[name]["within 1e-6 of gtsam best"]
         assert row[name]["seconds"] > 0 and row[name]["iterations"] > 0
     assert row["gtsam"]["iterations"] > 0

@@ -40,22 +40,25 @@ def to_file(fw, poses) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(poses.position), to_numpy(element_in(fw, poses).rotation().as_angle())
 
 
-def nearest_rotations(fw, group, matrices: np.ndarray):
+def nearest_rotations(fw, group, matrices):
     """The rotation nearest to each matrix (n, D, D) in the Frobenius norm, as an `SO3` or
-    `SO2` over NumPy. In 3D by special_procrustes (quaternions with w >= 0). In 2D in closed
-    form: |M - R(theta)|^2 = const - 2 ((a + d) cos theta + (c - b) sin theta) for
+    `SO2` over `fw`'s arrays (`matrices` are NumPy or `fw`'s; traceable in JAX). In 3D by
+    special_procrustes (quaternions with w >= 0). In 2D in closed form:
+    |M - R(theta)|^2 = const - 2 ((a + d) cos theta + (c - b) sin theta) for
     M = [[a, b], [c, d]], least at the angle of (a + d, c - b), a unit complex number once
     normalised (where both are 0, every rotation is as near: the identity)."""
+    xp = fw.namespace()
+    if not fw.owns(matrices):
+        matrices = array_in(fw, matrices)
     if group is SE3:
-        procrustes = fw.functions()["special_procrustes"]
-        return SO3.from_matrix(procrustes(array_in(fw, matrices))).to_numpy()
-    z = np.stack(
+        return SO3.from_matrix(fw.functions()["special_procrustes"](matrices))
+    z = xp.stack(
         [matrices[:, 0, 0] + matrices[:, 1, 1], matrices[:, 1, 0] - matrices[:, 0, 1]], axis=-1
     )
-    largest = np.abs(z).max(axis=-1, keepdims=True)
-    z = np.divide(z, largest, out=np.zeros_like(z), where=largest > 0)  # |z|^2 stays finite
-    z[largest[:, 0] == 0] = (1.0, 0.0)
-    return element_in(fw, SO2(z)).normalize().to_numpy()
+    largest = xp.max(xp.abs(z), axis=-1, keepdims=True)
+    scaled = z / xp.where(largest > 0, largest, 1.0)  # |z|^2 stays finite
+    identity = xp.asarray([1.0, 0.0], dtype=z.dtype)
+    return SO2(xp.where(largest > 0, scaled, identity)).normalize()
 
 
 def concatenate(elements):

@@ -12,11 +12,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
-from xform import to_numpy
+from xform import optim, to_numpy
 from xform.optim._sparse import block_pattern, make_solver
 
 from . import groups
-from .framework import element_in, indices_in
+from .framework import array_in, element_in, indices_in
 from .problem import Problem
 
 # The chordal start's weights span at most this ratio: the normal equations of a graph whose
@@ -72,21 +72,28 @@ def odometry(problem: Problem, fw, solver: str | None = None):
     return _anchored(problem, relative.to_numpy(), fw)
 
 
-def _edge_weights(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+def _edge_weights(group, information, xp=np) -> tuple:
     """Isotropic weights from each information matrix, as SE-Sync reads g2o files: tau =
     D / tr(Omega_tt^-1) for the translation and kappa = (rotation dof) / tr(Omega_rr^-1) for
     the rotation, Omega_tt and Omega_rr the diagonal blocks of the information (the inverse
     mean variance of each block; SE-Sync halves kappa in 3D, a factor no solution depends
     on); each set clipped to `WEIGHT_RANGE` below its largest, so that its linear system
     stays solvable however badly scaled the information is (a trace that overflows gives a
-    weight of 0, then the smallest allowed)."""
-    D = problem.group.space_dim
-    rotation_dof = problem.group.tangent_dim - D
-    information = problem.information
+    weight of 0, then the smallest allowed). In `xp`'s arrays (NumPy, or jax.numpy inside a
+    compiled function, where the traces are of the blocks' inverses)."""
+    D = group.space_dim
+    rotation_dof = group.tangent_dim - D
+    if xp is np:
+        trace_of_inverse = _trace_of_inverse
+    else:
+
+        def trace_of_inverse(blocks):
+            return xp.trace(xp.linalg.inv(blocks), axis1=-2, axis2=-1)
+
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        tau = D / _trace_of_inverse(information[:, :D, :D])
-        kappa = rotation_dof / _trace_of_inverse(information[:, D:, D:])
-    return _clipped(kappa), _clipped(tau)
+        tau = D / trace_of_inverse(information[:, :D, :D])
+        kappa = rotation_dof / trace_of_inverse(information[:, D:, D:])
+    return _clipped(kappa, xp), _clipped(tau, xp)
 
 
 def _trace_of_inverse(blocks: np.ndarray) -> np.ndarray:
@@ -127,12 +134,11 @@ def _trace_of_inverse(blocks: np.ndarray) -> np.ndarray:
     return trace
 
 
-def _clipped(weights: np.ndarray) -> np.ndarray:
-    weights = np.where(np.isfinite(weights) & (weights > 0), weights, 0.0)
-    largest = weights.max(initial=0.0)
-    if largest == 0.0:  # no usable weight: every edge alike
-        return np.ones_like(weights)
-    return np.clip(weights, largest / WEIGHT_RANGE, largest)
+def _clipped(weights, xp=np):
+    weights = xp.where(xp.isfinite(weights) & (weights > 0), weights, 0.0)
+    largest = xp.max(weights, initial=0.0)
+    # where no weight is usable, every edge alike
+    return xp.where(largest > 0, xp.clip(weights, largest / WEIGHT_RANGE, largest), 1.0)
 
 
 def chordal(problem: Problem, fw, solver: str | None = None):
@@ -143,7 +149,7 @@ def chordal(problem: Problem, fw, solver: str | None = None):
     weighted Laplacian, one right-hand side per coordinate)."""
     group, n, D = problem.group, problem.vertices, problem.group.space_dim
     i, j = problem.i, problem.j
-    kappa, tau = _edge_weights(problem)
+    kappa, tau = _edge_weights(problem.group, problem.information)
     # R_ij (m, D, D)
     measured = to_numpy(element_in(fw, problem.measurements).rotation().as_matrix())
 
@@ -169,7 +175,7 @@ def chordal(problem: Problem, fw, solver: str | None = None):
     )
     y = make_solver(blocks, solver)(values, -gradient).reshape(n - 1, D, D)
     matrices = np.concatenate([np.eye(D)[None], np.swapaxes(y, 1, 2)])  # R_v = Y_v^T
-    rotations = groups.nearest_rotations(fw, group, matrices)
+    rotations = groups.nearest_rotations(fw, group, matrices).to_numpy()
 
     # Translations: residual t_j - t_i - b with b = R_i t_ij; t_0 = 0 fixed.
     projected = to_numpy(element_in(fw, rotations).as_matrix())
@@ -183,6 +189,61 @@ def chordal(problem: Problem, fw, solver: str | None = None):
     translations = make_solver(laplacian, solver)(values, -gradient)
     positions = np.concatenate([np.zeros((1, D)), translations])
     return _anchored(problem, group.from_rotation_and_translation(rotations, positions), fw)
+
+
+# The chordal start's two least-squares problems are linear: one Gauss-Newton step from any
+# values solves each (to the rounding of its normal equations, as `chordal`'s direct solve).
+LINEAR = {"method": "gn", "max_iterations": 1, "solver": "cholesky", "differentiable": False}
+
+
+def chordal_solved(problem: Problem, fw, anchor, measurements, information):
+    """`chordal`'s start on `fw`'s arrays, its two linear least-squares problems solved by
+    `xform.optim` (on its device back end: a dense Cholesky of each) rather than by a
+    sparse solve in NumPy, so that it traces: in JAX, `optimise.compiled_run` runs it and
+    the Levenberg-Marquardt solve as one compiled function, for small graphs solved many
+    times. `anchor` (1,) and `measurements` (m,): group elements over `fw`; `information`
+    (m, d, d) in `fw`. Returns the poses (n,) over `fw`."""
+    xp = fw.namespace()
+    group, n, D = problem.group, problem.vertices, problem.group.space_dim
+    i, j = problem.i, problem.j
+    kappa, tau = _edge_weights(group, information, xp)
+    # Y_v = R_v^T, flattened: Y_j = M Y_i with M = R_ij^T; Y_0 = I fixed
+    transposed = xp.swapaxes(measurements.rotation().as_matrix(), -1, -2)
+    start = np.zeros((n, D * D))
+    start[0] = np.eye(D).ravel()
+    rotations_problem = optim.Problem()
+    y = rotations_problem.variables(array_in(fw, start), name="rotations")
+    rotations_problem.fix(y[0])
+    rotations_problem.add(
+        _rotation_residual, y[i], y[j], data=(transposed, xp.sqrt(kappa)), name="chordal"
+    )
+    solved = optim.solve(rotations_problem, **LINEAR).values(y)
+    rotations = groups.nearest_rotations(
+        fw, group, xp.swapaxes(xp.reshape(solved, (n, D, D)), -1, -2)
+    )
+    # t_j - t_i - R_i t_ij, t_0 = 0 fixed
+    rotated = rotations[i].apply(measurements.position)
+    translations_problem = optim.Problem()
+    t = translations_problem.variables(array_in(fw, np.zeros((n, D))), name="translations")
+    translations_problem.fix(t[0])
+    translations_problem.add(
+        _translation_residual, t[i], t[j], data=(rotated, xp.sqrt(tau)), name="translations"
+    )
+    positions = optim.solve(translations_problem, **LINEAR).values(t)
+    return anchor @ group.from_rotation_and_translation(rotations, positions)
+
+
+def _rotation_residual(y_i, y_j, transposed, root_kappa):
+    """sqrt(kappa) (Y_j - M Y_i) of each edge, flattened: the rotations' chordal term."""
+    d = transposed.shape[-1]
+    square = y_i.shape[:-1] + (d, d)
+    residual = y_j.reshape(square) - transposed @ y_i.reshape(square)
+    return root_kappa[..., None] * residual.reshape(y_j.shape)
+
+
+def _translation_residual(t_i, t_j, rotated, root_tau):
+    """sqrt(tau) (t_j - t_i - R_i t_ij) of each edge."""
+    return root_tau[..., None] * (t_j - t_i - rotated)
 
 
 def _gradient(blocks: int, d: int, i, j, g_i, g_j) -> np.ndarray:
