@@ -53,6 +53,7 @@ sys.path.insert(0, str(REPO / "interop_examples"))
 
 import pose_graph  # noqa: E402
 from posegraph.framework import array_in, element_in, framework, indices_in  # noqa: E402
+from posegraph.optimise import START_COMPILED_UP_TO  # noqa: E402
 from posegraph.problem import make_problem  # noqa: E402
 
 from benchmarks.run import median_time  # noqa: E402
@@ -190,7 +191,6 @@ def se_sync_objective(problem, poses) -> float:
 # graphs small enough for a dense solve, JAX with the start and the solve compiled as one
 # call (`posegraph.optimise.chordal_and_optimise`; its first call compiles, reported apart).
 KINDS = {"torch": ("torch", False), "jax": ("jax", False), "jax compiled": ("jax", True)}
-COMPILED_UP_TO = 600  # unknowns: above, the compiled dense solve loses to the sparse one
 
 
 def xform_run(path: Path, kind: str, out: Path | None = None) -> dict:
@@ -504,7 +504,7 @@ def benchmark(names: list[str], repeats: int) -> list[dict]:
         row = {"graph": name, "dim": 3 if is_3d else 2, "solver": available_solvers()[0]}
         graph = read_g2o(path)
         unknowns = (6 if is_3d else 3) * (len(graph.vertex_ids) - 1)
-        kinds = [k for k in KINDS if k != "jax compiled" or unknowns <= COMPILED_UP_TO]
+        kinds = [k for k in KINDS if k != "jax compiled" or unknowns <= START_COMPILED_UP_TO]
         runs = {**{k: [] for k in kinds}, "gtsam": [], "gtsam 1e-10": []}
         first = {}
         with tempfile.TemporaryDirectory() as folder:

@@ -37,7 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from posegraph.framework import framework  # noqa: E402
 from posegraph.initial import INITIALISATIONS  # noqa: E402
-from posegraph.optimise import chordal_and_optimise, optimise  # noqa: E402
+from posegraph.optimise import (  # noqa: E402
+    START_COMPILED_UP_TO,
+    chordal_and_optimise,
+    optimise,
+)
 from posegraph.problem import make_problem, with_poses  # noqa: E402
 
 from xform.optim._installed import MODULES as HOST_SOLVERS  # noqa: E402
@@ -76,15 +80,17 @@ def run(
             report("the file has no vertices: starting from odometry")
         init = "odometry"
     start = time.perf_counter()
-    # The start reads NumPy, solves on the CPU (the host's sparse solver, not a device one)
-    # and returns NumPy: its few group operations run there too, on NumPy arrays, whatever
-    # framework optimises (through torch or JAX their conversions cost ~1 ms a solve in
-    # torch and a few in JAX on a small graph; benchmarks/NOTES.md 53).
-    if compiled and init == "chordal":  # the start compiled with the solve: one call
+    unknowns = problem.group.tangent_dim * (problem.vertices - 1)
+    if compiled and init == "chordal" and unknowns <= START_COMPILED_UP_TO:
+        # the start compiled with the solve: one call (benchmarks/NOTES.md 62)
         initial, result = chordal_and_optimise(problem, fw, device=device, solver=solver)
         if report:
             report(f"compiled: the chordal start and {result.iterations} iterations in one call")
     else:
+        # The start reads NumPy, solves on the CPU (the host's sparse solver, not a device
+        # one) and returns NumPy: its few group operations run there too, on NumPy arrays,
+        # whatever framework optimises (through torch or JAX their conversions cost ~1 ms a
+        # solve in torch and a few in JAX on a small graph; benchmarks/NOTES.md 53).
         initial = INITIALISATIONS[init](
             problem, framework("numpy"), solver if solver in HOST_SOLVERS else None
         )

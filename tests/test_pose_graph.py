@@ -619,13 +619,13 @@ def test_the_compiled_solve_reaches_the_eager_solves_optimum():
 
 
 @pytest.mark.parametrize("dim", [3, 2])
-def test_the_chordal_start_on_the_solver_is_the_sparse_one(rng, dim):
-    """`chordal_solved` (the start's two linear problems solved by xform.optim, traceable)
-    against `chordal` (NumPy, a sparse solve) on a random graph whose information spans
-    orders of magnitude (its weights are clipped alike), eagerly and inside `jax.jit`:
-    the same poses to rounding, vertex 0 on the anchor."""
+def test_the_dense_chordal_start_is_the_sparse_one(rng, dim):
+    """`chordal_dense` (the start's two linear problems solved dense, traceable) against
+    `chordal` (NumPy, a sparse solve) on a random graph whose information spans orders of
+    magnitude (its weights are clipped alike), on NumPy, on JAX and inside `jax.jit`: the
+    same poses to rounding, vertex 0 on the anchor."""
     jax = pytest.importorskip("jax")
-    from posegraph.initial import chordal_solved
+    from posegraph.initial import chordal_dense
 
     fw = framework("jax")
     graph = random_graph(rng, dim, vertices=15, extra_edges=12)
@@ -634,12 +634,13 @@ def test_the_chordal_start_on_the_solver_is_the_sparse_one(rng, dim):
     expected = chordal(problem, framework("numpy"))
 
     def start(anchor, measurements, information):
-        return chordal_solved(problem, fw, anchor, measurements, information)
+        return chordal_dense(problem, fw, anchor, measurements, information)
 
     arguments = (element_in(fw, problem.anchor), element_in(fw, problem.measurements),
                  array_in(fw, problem.information))  # fmt: skip
-    for run in (start, jax.jit(start)):
-        poses = run(*arguments).to_numpy()
+    on_numpy = chordal_dense(problem, framework("numpy"), problem.anchor,
+                             problem.measurements, problem.information)  # fmt: skip
+    for poses in (on_numpy, start(*arguments).to_numpy(), jax.jit(start)(*arguments).to_numpy()):
         np.testing.assert_allclose(poses.position, expected.position, atol=1e-9)
         np.testing.assert_allclose(
             poses.rotation().as_matrix(), expected.rotation().as_matrix(), atol=1e-9
@@ -678,6 +679,9 @@ def test_the_start_and_solve_compiled_as_one_call():
     with pytest.raises(ValueError, match="solver 'pardiso' is the CPU's"):
         pose_graph.run(path, "jax", compiled=True, solver="pardiso", report=None)
     assert pose_graph.main([str(path), "--framework", "jax", "--compiled"]) == 0
+    larger = make_problem(read_g2o(DATA / "smallGrid3D.g2o"), framework("jax"))  # 744 unknowns
+    with pytest.raises(ValueError, match="744 unknowns; the start compiles dense up to 600"):
+        optimise_module.chordal_and_optimise(larger, framework("jax"))
     assert pose_graph.main([str(path), "--framework", "torch", "--compiled"]) == 1
 
 

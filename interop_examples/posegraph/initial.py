@@ -12,11 +12,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
-from xform import optim, to_numpy
+from xform import to_numpy
 from xform.optim._sparse import block_pattern, make_solver
 
 from . import groups
-from .framework import array_in, element_in, indices_in
+from .framework import element_in, indices_in
 from .problem import Problem
 
 # The chordal start's weights span at most this ratio: the normal equations of a graph whose
@@ -191,59 +191,41 @@ def chordal(problem: Problem, fw, solver: str | None = None):
     return _anchored(problem, group.from_rotation_and_translation(rotations, positions), fw)
 
 
-# The chordal start's two least-squares problems are linear: one Gauss-Newton step from any
-# values solves each (to the rounding of its normal equations, as `chordal`'s direct solve).
-LINEAR = {"method": "gn", "max_iterations": 1, "solver": "cholesky", "differentiable": False}
-
-
-def chordal_solved(problem: Problem, fw, anchor, measurements, information):
-    """`chordal`'s start on `fw`'s arrays, its two linear least-squares problems solved by
-    `xform.optim` (on its device back end: a dense Cholesky of each) rather than by a
-    sparse solve in NumPy, so that it traces: in JAX, `optimise.compiled_run` runs it and
-    the Levenberg-Marquardt solve as one compiled function, for small graphs solved many
-    times. `anchor` (1,) and `measurements` (m,): group elements over `fw`; `information`
-    (m, d, d) in `fw`. Returns the poses (n,) over `fw`."""
+def chordal_dense(problem: Problem, fw, anchor, measurements, information):
+    """`chordal`'s start on `fw`'s arrays (NumPy, or JAX inside a compiled function), its two
+    linear least-squares problems solved dense, from their weighted incidence matrices
+    (their normal equations are those `chordal` solves sparse): for the graphs of a
+    compiled solve (`optimise.compiled_run`), small enough for a dense solve. Written as
+    two `optim.Problem`s (one Gauss-Newton step each) it traced too, but took ~0.5 ms more
+    a compiled call, most of it as the solver's code and data, cold between calls
+    (benchmarks/NOTES.md 62). `anchor` (1,) and `measurements` (m,): group elements over
+    `fw`; `information` (m, d, d). Returns the poses (n,) over `fw`."""
     xp = fw.namespace()
     group, n, D = problem.group, problem.vertices, problem.group.space_dim
-    i, j = problem.i, problem.j
     kappa, tau = _edge_weights(group, information, xp)
-    # Y_v = R_v^T, flattened: Y_j = M Y_i with M = R_ij^T; Y_0 = I fixed
+    incidence = np.eye(n)
+    at_i, at_j = incidence[problem.i], incidence[problem.j]  # (m, n)
+
+    # Rotations, Y_v = R_v^T: rows (edge, a), columns (vertex, b) of sqrt(kappa) (Y_j - M Y_i)
     transposed = xp.swapaxes(measurements.rotation().as_matrix(), -1, -2)
-    start = np.zeros((n, D * D))
-    start[0] = np.eye(D).ravel()
-    rotations_problem = optim.Problem()
-    y = rotations_problem.variables(array_in(fw, start), name="rotations")
-    rotations_problem.fix(y[0])
-    rotations_problem.add(
-        _rotation_residual, y[i], y[j], data=(transposed, xp.sqrt(kappa)), name="chordal"
+    rows = xp.sqrt(kappa)[:, None, None, None] * (
+        at_j[:, None, :, None] * np.eye(D)[None, :, None, :]
+        - at_i[:, None, :, None] * transposed[:, :, None, :]
     )
-    solved = optim.solve(rotations_problem, **LINEAR).values(y)
-    rotations = groups.nearest_rotations(
-        fw, group, xp.swapaxes(xp.reshape(solved, (n, D, D)), -1, -2)
+    rows = xp.reshape(rows, (-1, n * D))
+    free = rows[:, D:]
+    y = xp.linalg.solve(free.T @ free, -(free.T @ rows[:, :D]))  # Y_0 = I moved right
+    matrices = xp.concatenate(  # R_v = Y_v^T, R_0 = I
+        [xp.asarray(np.eye(D)[None]), xp.swapaxes(xp.reshape(y, (n - 1, D, D)), -1, -2)]
     )
-    # t_j - t_i - R_i t_ij, t_0 = 0 fixed
-    rotated = rotations[i].apply(measurements.position)
-    translations_problem = optim.Problem()
-    t = translations_problem.variables(array_in(fw, np.zeros((n, D))), name="translations")
-    translations_problem.fix(t[0])
-    translations_problem.add(
-        _translation_residual, t[i], t[j], data=(rotated, xp.sqrt(tau)), name="translations"
-    )
-    positions = optim.solve(translations_problem, **LINEAR).values(t)
+    rotations = groups.nearest_rotations(fw, group, matrices)
+    # Translations: sqrt(tau) (t_j - t_i - R_i t_ij), t_0 = 0
+    rotated = rotations[problem.i].apply(measurements.position)
+    weight = xp.sqrt(tau)[:, None]
+    free = weight * (at_j - at_i)[:, 1:]
+    t = xp.linalg.solve(free.T @ free, free.T @ (weight * rotated))
+    positions = xp.concatenate([xp.zeros((1, D), dtype=t.dtype), t])
     return anchor @ group.from_rotation_and_translation(rotations, positions)
-
-
-def _rotation_residual(y_i, y_j, transposed, root_kappa):
-    """sqrt(kappa) (Y_j - M Y_i) of each edge, flattened: the rotations' chordal term."""
-    d = transposed.shape[-1]
-    square = y_i.shape[:-1] + (d, d)
-    residual = y_j.reshape(square) - transposed @ y_i.reshape(square)
-    return root_kappa[..., None] * residual.reshape(y_j.shape)
-
-
-def _translation_residual(t_i, t_j, rotated, root_tau):
-    """sqrt(tau) (t_j - t_i - R_i t_ij) of each edge."""
-    return root_tau[..., None] * (t_j - t_i - rotated)
 
 
 def _gradient(blocks: int, d: int, i, j, g_i, g_j) -> np.ndarray:

@@ -133,14 +133,14 @@ def compiled_solve(problem: Problem, fw):
 
 def compiled_run(problem: Problem, fw, solver: str | None = None):
     """The chordal start and the Levenberg-Marquardt solve as one compiled JAX function
-    (`initial.chordal_solved`, then the solve as in `compiled_solve`) of the anchor's and
+    (`initial.chordal_dense`, then the solve as in `compiled_solve`) of the anchor's and
     the measurements' fields and the information: the start's and the solution's fields,
     then chi2, iterations, solves and whether it converged, in one flat array
     (`_unpacked` reads it). One call runs the whole of `run`'s work after reading
     the file, with no Python in between: what a graph as small as tinyGrid3D needs to be
     solved faster than GTSAM solves it (benchmarks/NOTES.md 62). Depends on the problem's
     structure alone (its group, vertices and edges), not on its values."""
-    from .initial import chordal_solved
+    from .initial import chordal_dense
 
     solver = _compiled_solver(problem, fw, solver, "compiled_run")
 
@@ -148,7 +148,7 @@ def compiled_run(problem: Problem, fw, solver: str | None = None):
 
     def run(anchor, measurements, information):
         anchor, measurements = group(*anchor), group(*measurements)
-        start = chordal_solved(problem, fw, anchor, measurements, information)
+        start = chordal_dense(problem, fw, anchor, measurements, information)
         graph, variables = least_squares(problem, start, measurements.inverse(), information)
         result = optim.solve(graph, **SETTINGS, solver=solver)
         poses = result.values(variables)
@@ -163,6 +163,11 @@ def compiled_run(problem: Problem, fw, solver: str | None = None):
     return fw.jit(run)
 
 
+# Unknowns up to which `chordal_and_optimise` compiles the start with the solve: the start's
+# incidence matrices are dense (~7 MB at 600 unknowns), and above it a compiled dense solve
+# loses to the eager sparse one anyway (smallGrid3D's 744: NOTES 56)
+START_COMPILED_UP_TO = 600
+
 # compiled_run's functions by structure: a sliding window (or a benchmark) makes a new
 # problem of the same structure at every solve; a few are kept
 _RUNS: dict = {}
@@ -173,11 +178,17 @@ def chordal_and_optimise(
     problem: Problem, fw, *, device: str = "cpu", solver: str | None = None
 ) -> tuple:
     """The chordal start and the solve by `compiled_run`, kept per structure (its first
-    call traces and compiles, or loads the compilation from JAX's cache on disk): the
-    start (over NumPy) and a `Result` as `optimise` gives it, its `seconds` the whole
-    call's (the start included)."""
+    call traces and compiles, or loads the compilation from JAX's cache on disk), for a
+    graph of at most `START_COMPILED_UP_TO` unknowns: the start (over NumPy) and a
+    `Result` as `optimise` gives it, its `seconds` the whole call's (the start included)."""
     start_time = time.perf_counter()
     solver = _compiled_solver(problem, fw, solver, "chordal_and_optimise")
+    unknowns = problem.group.tangent_dim * (problem.vertices - 1)
+    if unknowns > START_COMPILED_UP_TO:
+        raise ValueError(
+            f"chordal_and_optimise: {unknowns} unknowns; the start compiles dense up to "
+            f"{START_COMPILED_UP_TO} (a larger graph: chordal, then optimise(compiled=True))"
+        )
     key = (fw.name, device, solver, problem.group, problem.vertices, problem.i.tobytes(),
            problem.j.tobytes())  # fmt: skip
     run = _RUNS.get(key)
