@@ -433,7 +433,7 @@ def compiled_comparison(name: str, repeats: int) -> dict:
         budget=0.0,
         min_repeats=10 * repeats,
     )
-    unknowns = problem.group.tangent_dim * (problem.vertices - 1)
+    unknowns = problem.unknowns
     floors = {}  # by framework: (seconds, chi2, iterations); NumPy: xform's ops called directly
     for floor_name in ("torch", "numpy") if unknowns < DENSE_BELOW else ():
         runs = []
@@ -502,8 +502,7 @@ def benchmark(names: list[str], repeats: int) -> list[dict]:
         is_3d = read_g2o(path).dim == 3
         print(f"== {name}", flush=True)
         row = {"graph": name, "dim": 3 if is_3d else 2, "solver": available_solvers()[0]}
-        graph = read_g2o(path)
-        unknowns = (6 if is_3d else 3) * (len(graph.vertex_ids) - 1)
+        unknowns = make_problem(read_g2o(path), framework("numpy")).unknowns
         kinds = [k for k in KINDS if k != "jax compiled" or unknowns <= START_COMPILED_UP_TO]
         runs = {**{k: [] for k in kinds}, "gtsam": [], "gtsam 1e-10": []}
         first = {}

@@ -578,7 +578,7 @@ def pose_graph_solvers(results: dict) -> str:
 @measured(
     "pose_graph_compiled_start",
     "results_pose_graph_compiled_start.json",
-    "python -m benchmarks.pose_graph --graphs tinyGrid3D smallGrid3D --repeats 15 "
+    "python -m benchmarks.pose_graph --graphs tinyGrid3D smallGrid3D --repeats 30 "
     "--out benchmarks/results_pose_graph_compiled_start.json",
 )
 def pose_graph_compiled_start(results: dict) -> str:

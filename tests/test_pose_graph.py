@@ -3,7 +3,9 @@ against forward-mode autodiff, bad input, and the optimum against GTSAM's on rea
 in both frameworks."""
 
 import dataclasses
+import gc
 import sys
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -199,6 +201,25 @@ def test_nearest_rotations_in_2d(rng):
     for s in scales:
         scaled = groups.nearest_rotations(framework("numpy"), SE2, s * matrices[:20])
         np.testing.assert_allclose(scaled.as_matrix(), nearest[:20], rtol=1e-12, atol=1e-12)
+    # a NaN stays NaN (a failed solve upstream shows), where a zero gives the identity
+    broken = groups.nearest_rotations(framework("numpy"), SE2, np.full((1, 2, 2), np.nan))
+    assert np.isnan(broken.as_matrix()).all()
+    # in each framework, eagerly the same closed form on NumPy (subnormal scales included);
+    # traced inside jax.jit, XLA's arithmetic
+    tiny = 1e-310 * matrices[:20]
+    for name in ("torch", "jax"):
+        pytest.importorskip(name)
+        fw = framework(name)
+        for m, expected in ((matrices, nearest), (tiny, nearest[:20])):
+            found = groups.nearest_rotations(fw, SE2, array_in(fw, m))
+            np.testing.assert_allclose(
+                to_numpy(found.as_matrix()), expected, rtol=1e-12, atol=1e-12
+            )
+    import jax
+
+    fw = framework("jax")
+    traced = jax.jit(lambda m: groups.nearest_rotations(fw, SE2, m).as_matrix())
+    np.testing.assert_allclose(traced(matrices), nearest, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("d", [1, 2, 3])
@@ -676,6 +697,15 @@ def test_the_start_and_solve_compiled_as_one_call():
     assert optimise_module._RUNS.keys() == kept.keys()
     with pytest.raises(ValueError, match="torch runs eagerly"):
         optimise_module.chordal_and_optimise(problem, framework("torch"))
+    # a kept function holds the structure alone, not the problem's data
+    fresh = make_problem(read_g2o(path), framework("jax"))
+    function, weak = (
+        optimise_module.compiled_run(fresh, framework("jax")),
+        weakref.ref(fresh.information),
+    )
+    del fresh
+    gc.collect()
+    assert weak() is None and function is not None
     with pytest.raises(ValueError, match="solver 'pardiso' is the CPU's"):
         pose_graph.run(path, "jax", compiled=True, solver="pardiso", report=None)
     assert pose_graph.main([str(path), "--framework", "jax", "--compiled"]) == 0

@@ -42,23 +42,27 @@ def to_file(fw, poses) -> tuple[np.ndarray, np.ndarray]:
 
 def nearest_rotations(fw, group, matrices):
     """The rotation nearest to each matrix (n, D, D) in the Frobenius norm, as an `SO3` or
-    `SO2` over `fw`'s arrays (`matrices` are NumPy or `fw`'s; traceable in JAX). In 3D by
-    special_procrustes (quaternions with w >= 0). In 2D in closed form:
-    |M - R(theta)|^2 = const - 2 ((a + d) cos theta + (c - b) sin theta) for
+    `SO2` over `fw`'s arrays (`matrices` NumPy or `fw`'s, traced too: inside a compiled
+    JAX function). In 3D by special_procrustes (quaternions with w >= 0). In 2D in closed
+    form: |M - R(theta)|^2 = const - 2 ((a + d) cos theta + (c - b) sin theta) for
     M = [[a, b], [c, d]], least at the angle of (a + d, c - b), a unit complex number once
-    normalised (where both are 0, every rotation is as near: the identity)."""
-    xp = fw.namespace()
-    if not fw.owns(matrices):
-        matrices = array_in(fw, matrices)
+    normalised (where both are 0, every rotation is as near: the identity; a NaN stays
+    NaN). The closed form runs on NumPy but for traced matrices: XLA flushes subnormal
+    numbers to zero, which would make a tiny matrix's rotation the identity."""
+    traced = fw.owns(matrices) and not fw.concrete(matrices)
     if group is SE3:
-        return SO3.from_matrix(fw.functions()["special_procrustes"](matrices))
+        moved = matrices if fw.owns(matrices) else array_in(fw, matrices)
+        return SO3.from_matrix(fw.functions()["special_procrustes"](moved))
+    xp = fw.namespace() if traced else np
+    if not traced:
+        matrices = to_numpy(matrices)
     z = xp.stack(
         [matrices[:, 0, 0] + matrices[:, 1, 1], matrices[:, 1, 0] - matrices[:, 0, 1]], axis=-1
     )
     largest = xp.max(xp.abs(z), axis=-1, keepdims=True)
-    scaled = z / xp.where(largest > 0, largest, 1.0)  # |z|^2 stays finite
-    identity = xp.asarray([1.0, 0.0], dtype=z.dtype)
-    return SO2(xp.where(largest > 0, scaled, identity)).normalize()
+    scaled = z / xp.where(largest == 0, 1.0, largest)  # |z|^2 stays finite
+    unit = SO2(xp.where(largest == 0, xp.asarray([1.0, 0.0], dtype=z.dtype), scaled))
+    return (unit if traced else element_in(fw, unit)).normalize()
 
 
 def concatenate(elements):

@@ -14,6 +14,8 @@ chains with one end fixed) that a larger Marquardt damping holds back (docs/pose
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -139,10 +141,14 @@ def compiled_run(problem: Problem, fw, solver: str | None = None):
     (`_unpacked` reads it). One call runs the whole of `run`'s work after reading
     the file, with no Python in between: what a graph as small as tinyGrid3D needs to be
     solved faster than GTSAM solves it (benchmarks/NOTES.md 62). Depends on the problem's
-    structure alone (its group, vertices and edges), not on its values."""
+    structure alone (its group, vertices and edges), not on its values, and holds no more
+    of it."""
     from .initial import chordal_dense
 
     solver = _compiled_solver(problem, fw, solver, "compiled_run")
+    problem = dataclasses.replace(  # the structure: the closure keeps it
+        problem, graph=None, measurements=None, information=None, anchor=None, file_poses=None
+    )
 
     group, xp = problem.group, fw.namespace()
 
@@ -168,9 +174,10 @@ def compiled_run(problem: Problem, fw, solver: str | None = None):
 # loses to the eager sparse one anyway (smallGrid3D's 744: NOTES 56)
 START_COMPILED_UP_TO = 600
 
-# compiled_run's functions by structure: a sliding window (or a benchmark) makes a new
-# problem of the same structure at every solve; a few are kept
+# compiled_run's functions by structure, the most recently used last: a sliding window (or
+# a benchmark) makes a new problem of the same structure at every solve; a few are kept
 _RUNS: dict = {}
+_RUNS_LOCK = threading.Lock()
 KEPT_RUNS = 8
 
 
@@ -183,40 +190,52 @@ def chordal_and_optimise(
     `Result` as `optimise` gives it, its `seconds` the whole call's (the start included)."""
     start_time = time.perf_counter()
     solver = _compiled_solver(problem, fw, solver, "chordal_and_optimise")
-    unknowns = problem.group.tangent_dim * (problem.vertices - 1)
-    if unknowns > START_COMPILED_UP_TO:
+    if problem.unknowns > START_COMPILED_UP_TO:
         raise ValueError(
-            f"chordal_and_optimise: {unknowns} unknowns; the start compiles dense up to "
-            f"{START_COMPILED_UP_TO} (a larger graph: chordal, then optimise(compiled=True))"
+            f"chordal_and_optimise: {problem.unknowns} unknowns; the start compiles dense up "
+            f"to {START_COMPILED_UP_TO} (a larger graph: chordal, then optimise(compiled=True))"
         )
     key = (fw.name, device, solver, problem.group, problem.vertices, problem.i.tobytes(),
            problem.j.tobytes())  # fmt: skip
-    run = _RUNS.get(key)
-    if run is None:
-        if len(_RUNS) >= KEPT_RUNS:
-            _RUNS.pop(next(iter(_RUNS)))
-        run = _RUNS[key] = compiled_run(problem, fw, solver)
-    # NumPy as it is on the CPU: the compiled call moves its NumPy arguments in its own
-    # dispatch (~10 us each, where an eager transfer costs ~0.1-0.3 ms: NOTES 56)
-    moved = (lambda a: a) if device == "cpu" else (lambda a: array_in(fw, a, device=device))
-    arguments = (
-        [moved(getattr(problem.anchor, name)) for name, _ in problem.group.fields],
-        [moved(getattr(problem.measurements, name)) for name, _ in problem.group.fields],
-        moved(problem.information),
-    )
-    start, poses, (chi2, iterations, solves, converged) = _unpacked(
-        problem, to_numpy(run(*arguments))
-    )
+    with _RUNS_LOCK:
+        run = _RUNS.pop(key, None) or compiled_run(problem, fw, solver)  # traced at its call
+        _RUNS[key] = run
+        while len(_RUNS) > KEPT_RUNS:
+            del _RUNS[next(iter(_RUNS))]
+    fields = [name for name, _ in problem.group.fields]
+    arguments = ([getattr(problem.anchor, name) for name in fields],
+                 [getattr(problem.measurements, name) for name in fields],
+                 problem.information)  # fmt: skip
+    if device == "cpu":
+        # NumPy as it is, run on the CPU: the compiled call moves its NumPy arguments in its
+        # own dispatch, where an eager transfer costs ~0.5 ms for the five (NOTES 56); JAX
+        # runs uncommitted arguments on its default device, a GPU where one is installed
+        with _on_jax_cpu():
+            flat = to_numpy(run(*arguments))
+    else:
+        moved = [[array_in(fw, a, device=device) for a in arguments[0]],
+                 [array_in(fw, a, device=device) for a in arguments[1]],
+                 array_in(fw, arguments[2], device=device)]  # fmt: skip
+        flat = to_numpy(run(*moved))
+    start, poses, (chi2, iterations, solves, converged) = _unpacked(problem, flat)
     result = Result(
         poses=poses,
         chi2=float(chi2),
         iterations=int(iterations),
         solves=int(solves),
         converged=bool(converged),
-        reason="converged" if converged else "the iteration limit",
+        # the compiled loop's stopping rule is the eager one's; which test stopped it is
+        # not read back
+        reason="compiled: converged" if converged else "compiled: an iteration or trial limit",
         seconds=time.perf_counter() - start_time,
     )
     return start, result
+
+
+def _on_jax_cpu():
+    import jax  # the compiled call is JAX's
+
+    return jax.default_device(jax.devices("cpu")[0])
 
 
 def _unpacked(problem: Problem, flat: np.ndarray) -> tuple:
@@ -243,8 +262,7 @@ def _compiled_solver(problem: Problem, fw, solver: str | None, caller: str) -> s
             f"{caller}: compiled=True solves on the device back end ({', '.join(DEVICE_SOLVERS)}"
             f"); solver {solver!r} is the CPU's"
         )
-    unknowns = problem.group.tangent_dim * (problem.vertices - 1)
-    return solver or ("cholesky" if unknowns <= DENSE_UP_TO else "pcg")
+    return solver or ("cholesky" if problem.unknowns <= DENSE_UP_TO else "pcg")
 
 
 def optimise(

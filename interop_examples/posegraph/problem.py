@@ -46,6 +46,11 @@ class Problem:
     def edges(self) -> int:
         return len(self.i)
 
+    @property
+    def unknowns(self) -> int:
+        """The optimiser's: every vertex's tangent but the gauge's (vertex 0)."""
+        return self.group.tangent_dim * (self.vertices - 1)
+
 
 def _where(graph: G2oGraph, edge: int) -> str:
     if graph.edge_lines is None:

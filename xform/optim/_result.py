@@ -35,6 +35,8 @@ class Result:
     (with `Problem(batch=B)` in PyTorch, an array `(B,)`). `iterations`: accepted steps;
     `solves`: linear solves (a rejected Levenberg-Marquardt step costs one);
     `converged` and `reason`: why it stopped (`converged` is False at the iteration limit).
+    Inside a JAX trace (`jit`, `vmap`, `grad`), `cost`, `iterations`, `solves` and
+    `converged` leave it as arrays.
     `history`: the cost after each iteration. `timings`: seconds per part (`Timings`).
     """
 
