@@ -194,9 +194,9 @@ KINDS = {"torch": ("torch", False), "jax": ("jax", False), "jax compiled": ("jax
 
 
 def xform_run(path: Path, kind: str, out: Path | None = None) -> dict:
-    framework_name, compiled = KINDS[kind]
+    framework_name, compile_asked = KINDS[kind]
     problem, _, result, seconds = pose_graph.run(
-        path, framework_name, "chordal", out=out, report=None, compiled=compiled
+        path, framework_name, "chordal", out=out, report=None, compiled=compile_asked
     )
     linearisations = result.solves + 1
     compiled = not result.history  # one compiled call: its parts are not timed apart
@@ -499,10 +499,11 @@ def benchmark(names: list[str], repeats: int) -> list[dict]:
     rows = []
     for name in names:
         path = DATA / f"{name}.g2o"
-        is_3d = read_g2o(path).dim == 3
+        graph = read_g2o(path)
+        is_3d = graph.dim == 3
         print(f"== {name}", flush=True)
         row = {"graph": name, "dim": 3 if is_3d else 2, "solver": available_solvers()[0]}
-        unknowns = make_problem(read_g2o(path), framework("numpy")).unknowns
+        unknowns = make_problem(graph, framework("numpy")).unknowns
         kinds = [k for k in KINDS if k != "jax compiled" or unknowns <= START_COMPILED_UP_TO]
         runs = {**{k: [] for k in kinds}, "gtsam": [], "gtsam 1e-10": []}
         first = {}

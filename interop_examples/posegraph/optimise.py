@@ -14,6 +14,7 @@ chains with one end fixed) that a larger Marquardt damping holds back (docs/pose
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -195,28 +196,26 @@ def chordal_and_optimise(
             f"chordal_and_optimise: {problem.unknowns} unknowns; the start compiles dense up "
             f"to {START_COMPILED_UP_TO} (a larger graph: chordal, then optimise(compiled=True))"
         )
-    key = (fw.name, device, solver, problem.group, problem.vertices, problem.i.tobytes(),
+    # (jax.jit keeps a compilation per device itself)
+    key = (fw.name, solver, problem.group, problem.vertices, problem.i.tobytes(),
            problem.j.tobytes())  # fmt: skip
     with _RUNS_LOCK:
         run = _RUNS.pop(key, None) or compiled_run(problem, fw, solver)  # traced at its call
         _RUNS[key] = run
         while len(_RUNS) > KEPT_RUNS:
             del _RUNS[next(iter(_RUNS))]
-    fields = [name for name, _ in problem.group.fields]
-    arguments = ([getattr(problem.anchor, name) for name in fields],
-                 [getattr(problem.measurements, name) for name in fields],
-                 problem.information)  # fmt: skip
     if device == "cpu":
         # NumPy as it is, run on the CPU: the compiled call moves its NumPy arguments in its
         # own dispatch, where an eager transfer costs ~0.5 ms for the five (NOTES 56); JAX
         # runs uncommitted arguments on its default device, a GPU where one is installed
-        with _on_jax_cpu():
-            flat = to_numpy(run(*arguments))
+        place, where = (lambda a: a), _on_jax_cpu()
     else:
-        moved = [[array_in(fw, a, device=device) for a in arguments[0]],
-                 [array_in(fw, a, device=device) for a in arguments[1]],
-                 array_in(fw, arguments[2], device=device)]  # fmt: skip
-        flat = to_numpy(run(*moved))
+        place, where = (lambda a: array_in(fw, a, device=device)), contextlib.nullcontext()
+    fields = [name for name, _ in problem.group.fields]
+    with where:
+        flat = to_numpy(run([place(getattr(problem.anchor, name)) for name in fields],
+                            [place(getattr(problem.measurements, name)) for name in fields],
+                            place(problem.information)))  # fmt: skip
     start, poses, (chi2, iterations, solves, converged) = _unpacked(problem, flat)
     result = Result(
         poses=poses,
