@@ -79,7 +79,12 @@ Registry* made(int64_t capacity) {
   if (table == nullptr) return nullptr;
   table->keys = static_cast<int64_t*>(malloc(capacity * sizeof(int64_t)));
   table->programs = static_cast<const int64_t**>(malloc(capacity * sizeof(int64_t*)));
-  if (table->keys == nullptr || table->programs == nullptr) return nullptr;
+  if (table->keys == nullptr || table->programs == nullptr) {
+    free(table->keys);  // free(nullptr) does nothing
+    free(table->programs);
+    free(table);
+    return nullptr;
+  }
   memset(table->keys, 0, capacity * sizeof(int64_t));
   table->capacity = capacity;
   table->count = 0;
