@@ -613,6 +613,58 @@ def pose_graph_compiled_start(results: dict) -> str:
     return table(header, rows, "--rrrr")
 
 
+def _torch_floor(results: dict) -> str:
+    """Per solve, interleaved in one process: a plain-torch solve written for the fewest
+    calls, xform through PyTorch (when run beside it) and GTSAM; the start and the LM apart
+    where timed apart; each one's final cost as it computes it."""
+    (row,) = results["rows"]
+    rows = []
+    for kind in ("plain torch", "xform torch", "gtsam"):
+        if kind not in row:
+            continue
+        r = row[kind]
+        parts = (
+            f"{milliseconds(r['start']['median'])} + {milliseconds(r['lm']['median'])}"
+            if "start" in r
+            else "-"
+        )
+        rows.append(
+            [
+                kind,
+                milliseconds(r["median"]),
+                milliseconds(r["min"]),
+                parts,
+                ratio(r["over gtsam per round"]),
+                f"{r['cost']:.9f}",
+                str(r["iterations"]),
+            ]
+        )
+    header = ["solve", "median (ms)", "min (ms)", "start + LM (ms)", "/ GTSAM per round",
+              "its own final cost", "iterations"]  # fmt: skip
+    calls = row["torch calls"]
+    note = (
+        f"\n\nThe plain solve's torch calls: {calls['start']['aten dispatches']} aten "
+        f"dispatches for the start, {calls['linearisation']['aten dispatches']} a "
+        f"linearisation, {calls['retraction']['aten dispatches']} a retraction, "
+        f"{calls['whole LM']['aten dispatches']} for the whole LM."
+    )
+    return table(header, rows, "-rrrrrr") + note
+
+
+measured(
+    "pose_graph_torch_floor",
+    "results_pose_graph_torch_floor.json",
+    "python -m benchmarks.pose_graph_torch_floor --repeats 200 "
+    "--out benchmarks/results_pose_graph_torch_floor.json",
+)(_torch_floor)
+measured(
+    "pose_graph_torch_floor_alone",
+    "results_pose_graph_torch_floor_alone.json",
+    "python -m benchmarks.pose_graph_torch_floor --repeats 200 --without-xform "
+    "--out benchmarks/results_pose_graph_torch_floor_alone.json",
+)(_torch_floor)
+
+
 @measured(
     "pose_graph_instructions",
     "results_instructions.json",
