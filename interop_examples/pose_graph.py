@@ -86,10 +86,11 @@ def run(
         if report:
             report(f"compiled: the chordal start and {result.iterations} iterations in one call")
     else:
-        # The start reads NumPy, solves on the CPU (the host's sparse solver, not a device
-        # one) and returns NumPy: its few group operations run there too, on NumPy arrays,
-        # whatever framework optimises (through torch or JAX their conversions cost ~1 ms a
-        # solve in torch and a few in JAX on a small graph; benchmarks/NOTES.md 53).
+        # The start reads NumPy, solves on the CPU (dense on a small graph, else the host's
+        # sparse solver, not a device one) and returns NumPy: its few group operations run
+        # there too, on NumPy arrays, whatever framework optimises (through torch or JAX
+        # their conversions cost ~1 ms a solve in torch and a few in JAX on a small graph;
+        # benchmarks/NOTES.md 53).
         initial = INITIALISATIONS[init](
             problem, framework("numpy"), solver if solver in HOST_SOLVERS else None
         )

@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO / "interop_examples"))
 import pose_graph  # noqa: E402
 from posegraph import groups  # noqa: E402
 from posegraph.framework import array_in, element_in, framework  # noqa: E402
-from posegraph.initial import chordal, odometry  # noqa: E402
+from posegraph.initial import chordal, chordal_sparse, odometry  # noqa: E402
 from posegraph.optimise import edge_jacobians, edge_residuals_and_jacobians  # noqa: E402
 from posegraph.problem import make_problem  # noqa: E402
 
@@ -504,7 +504,7 @@ def noiseless_graph(rng, dim=3, vertices=40, extra_edges=30) -> tuple[G2oGraph, 
 
 
 @pytest.mark.parametrize("dim", [3, 2])
-@pytest.mark.parametrize("initialise", [chordal, odometry])
+@pytest.mark.parametrize("initialise", [chordal, chordal_sparse, odometry])
 def test_initialisations_recover_noiseless_graph(rng, initialise, dim):
     fw = framework("numpy")
     graph, truth = noiseless_graph(rng, dim)
@@ -642,7 +642,7 @@ def test_the_compiled_solve_reaches_the_eager_solves_optimum():
 @pytest.mark.parametrize("dim", [3, 2])
 def test_the_dense_chordal_start_is_the_sparse_one(rng, dim):
     """`chordal_dense` (the start's two linear problems solved dense, traceable) against
-    `chordal` (NumPy, a sparse solve) on a random graph whose information spans orders of
+    `chordal_sparse` (NumPy, a sparse solve) on a random graph whose information spans orders of
     magnitude, on NumPy, on JAX and inside `jax.jit`: the same poses to rounding, vertex 0
     on the anchor. The two solve the same normal equations, one by LU and one by a sparse
     Cholesky, so they agree to the equations' condition number times the rounding, and the
@@ -653,7 +653,7 @@ def test_the_dense_chordal_start_is_the_sparse_one(rng, dim):
     information spans four orders (six made the translations' Laplacian ~1e7 conditioned:
     differences of ~2e-9)."""
     jax = pytest.importorskip("jax")
-    from posegraph.initial import chordal_dense
+    from posegraph.initial import DENSE_START_UP_TO, chordal_dense
 
     fw = framework("jax")
     graph = random_graph(rng, dim, vertices=15, extra_edges=12)
@@ -663,7 +663,7 @@ def test_the_dense_chordal_start_is_the_sparse_one(rng, dim):
     noise = group.exp(0.05 * rng.normal(size=(problem.edges, group.tangent_dim)))
     measured = (poses[problem.i].inverse() @ poses[problem.j] @ noise).to_numpy()
     problem = dataclasses.replace(problem, measurements=measured)
-    expected = chordal(problem, framework("numpy"))
+    expected = chordal_sparse(problem, framework("numpy"))
 
     def start(anchor, measurements, information):
         return chordal_dense(problem, fw, anchor, measurements, information)
@@ -672,6 +672,8 @@ def test_the_dense_chordal_start_is_the_sparse_one(rng, dim):
                  array_in(fw, problem.information))  # fmt: skip
     on_numpy = chordal_dense(problem, framework("numpy"), problem.anchor,
                              problem.measurements, problem.information)  # fmt: skip
+    assert problem.unknowns <= DENSE_START_UP_TO  # so `chordal` is the dense one
+    np.testing.assert_array_equal(chordal(problem, framework("numpy")).position, on_numpy.position)
     for poses in (on_numpy, start(*arguments).to_numpy(), jax.jit(start)(*arguments).to_numpy()):
         np.testing.assert_allclose(poses.position, expected.position, atol=1e-9)
         np.testing.assert_allclose(

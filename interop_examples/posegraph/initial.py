@@ -16,7 +16,7 @@ from xform import to_numpy
 from xform.optim._sparse import block_pattern, make_solver
 
 from . import groups
-from .framework import element_in, indices_in
+from .framework import element_in, framework, indices_in
 from .problem import Problem
 
 # The chordal start's weights span at most this ratio: the normal equations of a graph whose
@@ -24,6 +24,10 @@ from .problem import Problem
 # weight 1 and 1e16 has a Schur complement of 1e16 - 1e16), and a start need not be
 # weighted exactly: Levenberg-Marquardt then optimises with the full information.
 WEIGHT_RANGE = 1e8
+
+# Up to this many unknowns the start is solved dense, from its weighted incidence matrices
+# (edges x unknowns: ~7 MB here for a graph with twice as many edges as vertices).
+DENSE_START_UP_TO = 600
 
 
 def _anchored(problem: Problem, poses, fw):
@@ -142,11 +146,25 @@ def _clipped(weights, xp=np):
 
 
 def chordal(problem: Problem, fw, solver: str | None = None):
-    """Rotations R_v minimising sum kappa |R_j - R_i R_ij|_F^2 over all matrices with R_0 = I
-    (one sparse solve: with Y_v = R_v^T the columns of Y separate, Y_j = R_ij^T Y_i), each
-    projected onto the group by special_procrustes; then translations minimising
-    sum tau |t_j - t_i - R_i t_ij|^2 with t_0 = 0 (one sparse solve of the graph's
-    weighted Laplacian, one right-hand side per coordinate)."""
+    """Rotations R_v minimising sum kappa |R_j - R_i R_ij|_F^2 over all matrices with R_0 = I,
+    each projected onto the group by special_procrustes; then translations minimising
+    sum tau |t_j - t_i - R_i t_ij|^2 with t_0 = 0. Solved dense (`chordal_dense`, on NumPy)
+    for a graph of at most `DENSE_START_UP_TO` unknowns unless `solver` names a sparse
+    solver, else sparse (`chordal_sparse`): the same start to rounding, the dense one half
+    the time on tinyGrid3D (benchmarks/NOTES.md 64). Returns NumPy poses."""
+    if solver is None and problem.unknowns <= DENSE_START_UP_TO:
+        numpy = framework("numpy")
+        anchor = element_in(numpy, problem.anchor)
+        measurements = element_in(numpy, problem.measurements)
+        return chordal_dense(problem, numpy, anchor, measurements, problem.information).to_numpy()
+    return chordal_sparse(problem, fw, solver)
+
+
+def chordal_sparse(problem: Problem, fw, solver: str | None = None):
+    """`chordal`'s start by two sparse solves: with Y_v = R_v^T the columns of Y separate,
+    Y_j = R_ij^T Y_i; the translations' normal equations are the graph's weighted
+    Laplacian, one right-hand side per coordinate. `solver`: a sparse solver's name, or
+    None for the first installed."""
     group, n, D = problem.group, problem.vertices, problem.group.space_dim
     i, j = problem.i, problem.j
     kappa, tau = _edge_weights(problem.group, problem.information)
@@ -194,8 +212,8 @@ def chordal(problem: Problem, fw, solver: str | None = None):
 def chordal_dense(problem: Problem, fw, anchor, measurements, information):
     """`chordal`'s start on `fw`'s arrays (NumPy, or JAX inside a compiled function), its two
     linear least-squares problems solved dense, from their weighted incidence matrices
-    (their normal equations are those `chordal` solves sparse): for the graphs of a
-    compiled solve (`optimise.compiled_run`), small enough for a dense solve. Written as
+    (their normal equations are those `chordal_sparse` solves): `chordal`'s on a small
+    graph, and a compiled solve's (`optimise.compiled_run`). Written as
     two `optim.Problem`s (one Gauss-Newton step each) it traced too, but took ~0.5 ms more
     a compiled call, most of it as the solver's code and data, cold between calls
     (benchmarks/NOTES.md 62). `anchor` (1,) and `measurements` (m,): group elements over
