@@ -624,15 +624,15 @@ def _torch_floor(results: dict) -> str:
             continue
         r = row[kind]
         parts = (
-            f"{milliseconds(r['start']['median'])} + {milliseconds(r['lm']['median'])}"
+            f"{r['start']['median'] * 1e3:.2f} + {r['lm']['median'] * 1e3:.2f}"
             if "start" in r
             else "-"
         )
         rows.append(
             [
                 kind,
-                milliseconds(r["median"]),
-                milliseconds(r["min"]),
+                f"{r['median'] * 1e3:.2f}",
+                f"{r['min'] * 1e3:.2f}",
                 parts,
                 ratio(r["over gtsam per round"]),
                 f"{r['cost']:.9f}",
