@@ -5,10 +5,10 @@ few as they can be, against xform through PyTorch and GTSAM, interleaved in one 
         [--without-xform] [--out FILE]
 
 `benchmarks.pose_graph`'s `eager_floor` is the same algorithm as xform's with xform's ops:
-it measures what xform's generality costs. This floor owes nothing to xform. It answers
-whether any eager PyTorch solve can reach GTSAM on a graph this small (benchmarks/NOTES.md
-63). Written for the fewest calls, not for reading or for generality (one SE(3) graph, no
-checks, no batch):
+it measures what xform's generality costs. This one owes nothing to xform: the fewest-call
+eager PyTorch solve we could write, an upper bound on the least an eager solve of a graph
+this small costs, against GTSAM's (benchmarks/NOTES.md 63). Written for the fewest calls,
+not for reading or for generality (one SE(3) graph, no checks, no batch):
 
 - the state is each pose's 4x4 matrix T and its inverse transpose, interleaved, so that
   every edge's T_i^-1 T_j is one gather and one batched product, and a step updates both
@@ -20,11 +20,16 @@ checks, no batch):
   refuses a graph whose residuals leave that range);
 - the whitened [-J | e] of every edge goes into the normal equations, gradient and cost
   (in the corner) by one `index_add`; a damped Cholesky solve; the step by the closed-form
-  exponential of the 4x4 twists; GTSAM's default Levenberg-Marquardt rule (lambda from
-  1e-5, times or over 10, stop at a relative or absolute decrease below 1e-5);
+  exponential of the 4x4 twists; a Levenberg-Marquardt rule with GTSAM's default constants
+  (lambda from 1e-5, times or over 10, stop at a relative or absolute decrease below 1e-5;
+  a step is taken on any decrease, where GTSAM asks the model's prediction to hold);
 - the chordal start dense: rotations' matrices by one Cholesky solve, one batched SVD
-  projection, then translations by one Cholesky solve; vertex 0 at the identity (the cost
-  is gauge-free).
+  projection, then translations by one Cholesky solve (weighted by the mean rotation
+  precision and the unrotated translation information: a start needs no exact weights);
+  vertex 0 at the identity (the cost is gauge-free).
+
+Left in that a solve could do without: each trial point is linearised whole, so the last
+(accepted) one's Jacobians go unused, ~50 of ~465 calls here.
 
 Reports per solve the minimum and median of `--repeats` (after 20 warm-up solves) for the
 start, the LM and the whole, the three interleaved (with `--without-xform`, the floor and
@@ -74,8 +79,9 @@ TERMS = len(A_SERIES) - 1
 
 
 def _matrix_of_quaternions(q: np.ndarray) -> np.ndarray:
-    """Rotation matrices of unit quaternions (k, 4) [w, x, y, z]."""
-    w, x, y, z = q.T
+    """Rotation matrices of quaternions (k, 4) [w, x, y, z], normalised first (a file's are
+    unit only to its printed digits: 4e-8 off in tinyGrid3D, R^T then 3e-7 from R^-1)."""
+    w, x, y, z = (q / np.linalg.norm(q, axis=1, keepdims=True)).T
     return np.stack(
         [
             np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], -1),
@@ -87,9 +93,10 @@ def _matrix_of_quaternions(q: np.ndarray) -> np.ndarray:
 
 
 class PlainTorchSolve:
-    """One SE(3) g2o graph's solve in plain torch. Everything that depends only on the
-    graph's structure is made here, untimed, as a caller solving one structure many times
-    would keep it; `start` and `levenberg_marquardt` are what a solve pays."""
+    """One SE(3) g2o graph's solve in plain torch. The file read and its arrays made into
+    tensors, and everything that depends only on the graph's structure, are made here,
+    untimed (xform's and GTSAM's reading is untimed too); `prepared`, `chordal` and
+    `levenberg_marquardt` are what a solve pays."""
 
     def __init__(self, path: Path):
         graph = read_g2o(path)
@@ -261,18 +268,24 @@ class PlainTorchSolve:
         )  # fmt: skip
         return torch.cat([omega, rho], 1), square
 
+    def even_part(self, half_ad, square):
+        """I + a ad^2 + b ad^4 of each edge's residual e, the inverse right Jacobian's even
+        part, from half_ad = -ad(e)/2 and square = (theta / pi)^2, both per edge."""
+        m = self.m
+        coefficients = torch.addmm(
+            self.series_first, torch.cumprod(square.expand(m, TERMS), 1), self.series_rest
+        )
+        alpha, beta = coefficients.view(m, 2, 1, 1).unbind(1)
+        half_ad2 = torch.bmm(half_ad, half_ad)
+        return torch.baddbmm(self.eye6, half_ad2, torch.addcmul(alpha * self.eye6, beta, half_ad2))
+
     def linearised(self, state, prepared):
         """The bordered normal equations [[H, -g], [-g^T, 2 cost]] and 2 cost."""
         m = self.m
         with_eye, with_minus_eye, whitening, _ = prepared
         e, square = self.residuals(state, prepared)
         half_ad = torch.mm(e, self.minus_half_ad).view(m, 6, 6)  # -ad(e)/2
-        coefficients = torch.addmm(
-            self.series_first, torch.cumprod(square.expand(m, TERMS), 1), self.series_rest
-        )
-        alpha, beta = coefficients.view(m, 2, 1, 1).unbind(1)
-        half_ad2 = torch.bmm(half_ad, half_ad)
-        even = torch.baddbmm(self.eye6, half_ad2, torch.addcmul(alpha * self.eye6, beta, half_ad2))
+        even = self.even_part(half_ad, square)
         minus_jacobians = torch.baddbmm(torch.bmm(half_ad, with_eye), even, with_minus_eye)
         whitened = torch.bmm(whitening, torch.cat([minus_jacobians, e.unsqueeze(2)], 2))
         bordered = torch.index_add(
@@ -320,7 +333,9 @@ class PlainTorchSolve:
         return state, 0.5 * chi2, iterations
 
     def check_angles(self, state, prepared) -> float:
-        """The largest residual angle, refused above the series' range."""
+        """The largest residual angle at `state`, refused above the series' range (checked
+        at the start and the solution, not at every trial: another graph's trials could
+        leave it unseen)."""
         largest = float(self.residuals(state, prepared)[1].max().sqrt() * PI)
         if largest >= SERIES_UP_TO:
             raise ValueError(f"a residual of {largest:.3f} rad: the series holds below 2 rad")
@@ -410,6 +425,9 @@ def measure(name: str, repeats: int, with_xform: bool = True) -> dict:
     for key, pairs in parts.items():
         row[key]["start"] = summary([p[0] for p in pairs])
         row[key]["lm"] = summary([p[1] for p in pairs])
+    row["plain torch"]["lm over gtsam lm per round"] = statistics.median(
+        p[1] / g[1] for p, g in zip(parts["plain torch"], parts["gtsam"])
+    )
     return row
 
 
@@ -424,6 +442,8 @@ def report(row: dict) -> None:
         print(f"  {key:12s} min {r['min'] * 1e3:6.3f} ms  median {r['median'] * 1e3:6.3f} ms"
               f"  {r['over gtsam']:5.2f}x GTSAM (per round {r['over gtsam per round']:.2f}x)"
               f"  cost {r['cost']:.12g}, {r['iterations']} iterations{parts}")  # fmt: skip
+    print(f"  plain torch's LM alone: {row['plain torch']['lm over gtsam lm per round']:.2f}x "
+          "GTSAM's LM per round")  # fmt: skip
     for part, counts in row["torch calls"].items():
         print(f"  plain torch, {part}: {counts['torch calls']} torch calls, "
               f"{counts['aten dispatches']} aten dispatches")  # fmt: skip

@@ -642,8 +642,14 @@ def _torch_floor(results: dict) -> str:
     header = ["solve", "median (ms)", "min (ms)", "start + LM (ms)", "/ GTSAM per round",
               "its own final cost", "iterations"]  # fmt: skip
     calls = row["torch calls"]
+    lm_alone = row["plain torch"].get("lm over gtsam lm per round")
     note = (
-        f"\n\nThe plain solve's torch calls: {calls['start']['aten dispatches']} aten "
+        (
+            f"\n\nThe plain solve's LM alone: {ratio(lm_alone)}x GTSAM's LM per round."
+            if lm_alone
+            else ""
+        )
+        + f"\n\nThe plain solve's torch calls: {calls['start']['aten dispatches']} aten "
         f"dispatches for the start, {calls['linearisation']['aten dispatches']} a "
         f"linearisation, {calls['retraction']['aten dispatches']} a retraction, "
         f"{calls['whole LM']['aten dispatches']} for the whole LM."

@@ -25,9 +25,11 @@ from .problem import Problem
 # weighted exactly: Levenberg-Marquardt then optimises with the full information.
 WEIGHT_RANGE = 1e8
 
-# Up to this many unknowns the start is solved dense, from its weighted incidence matrices
-# (edges x unknowns: ~7 MB here for a graph with twice as many edges as vertices).
-DENSE_START_UP_TO = 600
+# The start is solved dense while its weighted incidence matrices are small: edges times
+# unknowns up to this. Measured (random graphs, twice as many edges as vertices or more):
+# at 9,000-10,000 the dense start takes 0.7-0.8x the sparse one's time in 2D and in 3D, at
+# 20,000-30,000 up to 1.3x in 2D; tinyGrid3D is 528 (benchmarks/NOTES.md 64).
+DENSE_START_UP_TO = 10_000
 
 
 def _anchored(problem: Problem, poses, fw):
@@ -149,10 +151,11 @@ def chordal(problem: Problem, fw, solver: str | None = None):
     """Rotations R_v minimising sum kappa |R_j - R_i R_ij|_F^2 over all matrices with R_0 = I,
     each projected onto the group by special_procrustes; then translations minimising
     sum tau |t_j - t_i - R_i t_ij|^2 with t_0 = 0. Solved dense (`chordal_dense`, on NumPy)
-    for a graph of at most `DENSE_START_UP_TO` unknowns unless `solver` names a sparse
-    solver, else sparse (`chordal_sparse`): the same start to rounding, the dense one half
-    the time on tinyGrid3D (benchmarks/NOTES.md 64). Returns NumPy poses."""
-    if solver is None and problem.unknowns <= DENSE_START_UP_TO:
+    for a graph of at most `DENSE_START_UP_TO` edges times unknowns unless a `solver` is
+    named, else sparse (`chordal_sparse`, which takes the named one): the same start to
+    rounding, the dense one half the time on tinyGrid3D (benchmarks/NOTES.md 64). Returns
+    NumPy poses."""
+    if solver is None and problem.edges * problem.unknowns <= DENSE_START_UP_TO:
         numpy = framework("numpy")
         anchor = element_in(numpy, problem.anchor)
         measurements = element_in(numpy, problem.measurements)
