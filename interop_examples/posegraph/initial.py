@@ -26,9 +26,9 @@ from .problem import Problem
 WEIGHT_RANGE = 1e8
 
 # The start is solved dense while its weighted incidence matrices are small: edges times
-# unknowns up to this. Measured (random graphs, twice as many edges as vertices or more):
-# at 9,000-10,000 the dense start takes 0.7-0.8x the sparse one's time in 2D and in 3D, at
-# 20,000-30,000 up to 1.3x in 2D; tinyGrid3D is 528 (benchmarks/NOTES.md 64).
+# unknowns up to this. Measured (random graphs, two to eleven edges a vertex): up to ~10,000
+# the dense start takes 0.54-0.81x the sparse one's time in 2D and 3D, from 18,000 up to
+# 1.33x in 2D; tinyGrid3D is 528 (benchmarks/NOTES.md 64).
 DENSE_START_UP_TO = 10_000
 
 
