@@ -53,7 +53,7 @@ sys.path.insert(0, str(REPO / "interop_examples"))
 
 import pose_graph  # noqa: E402
 from posegraph.framework import array_in, element_in, framework, indices_in  # noqa: E402
-from posegraph.optimise import START_COMPILED_UP_TO  # noqa: E402
+from posegraph.optimise import start_compiles  # noqa: E402
 from posegraph.problem import make_problem  # noqa: E402
 
 from benchmarks.run import median_time  # noqa: E402
@@ -503,8 +503,8 @@ def benchmark(names: list[str], repeats: int) -> list[dict]:
         is_3d = graph.dim == 3
         print(f"== {name}", flush=True)
         row = {"graph": name, "dim": 3 if is_3d else 2, "solver": available_solvers()[0]}
-        unknowns = make_problem(graph, framework("numpy")).unknowns
-        kinds = [k for k in KINDS if k != "jax compiled" or unknowns <= START_COMPILED_UP_TO]
+        compiles = start_compiles(make_problem(graph, framework("numpy")))
+        kinds = [k for k in KINDS if k != "jax compiled" or compiles]
         runs = {**{k: [] for k in kinds}, "gtsam": [], "gtsam 1e-10": []}
         first = {}
         with tempfile.TemporaryDirectory() as folder:

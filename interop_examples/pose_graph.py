@@ -37,11 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from posegraph.framework import framework  # noqa: E402
 from posegraph.initial import INITIALISATIONS  # noqa: E402
-from posegraph.optimise import (  # noqa: E402
-    START_COMPILED_UP_TO,
-    chordal_and_optimise,
-    optimise,
-)
+from posegraph.optimise import chordal_and_optimise, optimise, start_compiles  # noqa: E402
 from posegraph.problem import make_problem, with_poses  # noqa: E402
 
 from xform.optim._installed import MODULES as HOST_SOLVERS  # noqa: E402
@@ -80,7 +76,7 @@ def run(
             report("the file has no vertices: starting from odometry")
         init = "odometry"
     start = time.perf_counter()
-    if compiled and init == "chordal" and problem.unknowns <= START_COMPILED_UP_TO:
+    if compiled and init == "chordal" and start_compiles(problem):
         # the start compiled with the solve: one call (benchmarks/NOTES.md 62)
         initial, result = chordal_and_optimise(problem, fw, device=device, solver=solver)
         if report:
@@ -151,8 +147,8 @@ def main(argv=None) -> int:
         "--compiled",
         action="store_true",
         help="JAX: the solve compiled once per structure (with --init chordal on a graph of "
-        "at most 600 unknowns, the start too: one call); pays where a small graph is solved "
-        "many times",
+        "at most 600 unknowns and 720,000 edges times unknowns, the start too: one call); "
+        "pays where a small graph is solved many times",
     )
     args = parser.parse_args(argv)
     try:

@@ -723,8 +723,20 @@ def test_the_start_and_solve_compiled_as_one_call():
         pose_graph.run(path, "jax", compiled=True, solver="pardiso", report=None)
     assert pose_graph.main([str(path), "--framework", "jax", "--compiled"]) == 0
     larger = make_problem(read_g2o(DATA / "smallGrid3D.g2o"), framework("jax"))  # 744 unknowns
-    with pytest.raises(ValueError, match="744 unknowns; the start compiles dense up to 600"):
+    with pytest.raises(ValueError, match="744 unknowns and .* edges; the start compiles dense"):
         optimise_module.chordal_and_optimise(larger, framework("jax"))
+    # few unknowns but many edges (the start's incidence matrices dense): refused; `run`
+    # asks `start_compiles` and takes the NumPy start and the kept compiled loop instead
+    crowded = dataclasses.replace(
+        problem,
+        i=np.tile(problem.i, 1400), j=np.tile(problem.j, 1400),
+        measurements=groups.concatenate([problem.measurements] * 1400),
+        information=np.tile(problem.information, (1400, 1, 1)),
+    )  # fmt: skip
+    assert crowded.unknowns == 48 and crowded.edges * 48 > 720_000
+    assert optimise_module.start_compiles(problem) and not optimise_module.start_compiles(crowded)
+    with pytest.raises(ValueError, match="48 unknowns and 15400 edges; the start compiles"):
+        optimise_module.chordal_and_optimise(crowded, framework("jax"))
     assert pose_graph.main([str(path), "--framework", "torch", "--compiled"]) == 1
 
 

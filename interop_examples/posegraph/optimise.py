@@ -170,10 +170,22 @@ def compiled_run(problem: Problem, fw, solver: str | None = None):
     return fw.jit(run)
 
 
-# Unknowns up to which `chordal_and_optimise` compiles the start with the solve: the start's
-# incidence matrices are dense (~7 MB at 600 unknowns), and above it a compiled dense solve
-# loses to the eager sparse one anyway (smallGrid3D's 744: NOTES 56)
+# Unknowns up to which `chordal_and_optimise` compiles the start with the solve: above it a
+# compiled dense solve loses to the eager sparse one (smallGrid3D's 744: NOTES 56)
 START_COMPILED_UP_TO = 600
+# and the start's dense incidence matrices grow with the edges too: edges times unknowns up
+# to this (600 unknowns and 1,200 edges; their largest ~9 MB in 3D)
+START_COMPILED_ENTRIES_UP_TO = 720_000
+
+
+def start_compiles(problem: Problem) -> bool:
+    """Whether `chordal_and_optimise` takes `problem`: its unknowns, and its edges times
+    unknowns, within the limits above."""
+    return (
+        problem.unknowns <= START_COMPILED_UP_TO
+        and problem.edges * problem.unknowns <= START_COMPILED_ENTRIES_UP_TO
+    )
+
 
 # compiled_run's functions by structure, the most recently used last: a sliding window (or
 # a benchmark) makes a new problem of the same structure at every solve; a few are kept
@@ -187,14 +199,16 @@ def chordal_and_optimise(
 ) -> tuple:
     """The chordal start and the solve by `compiled_run`, kept per structure (its first
     call traces and compiles, or loads the compilation from JAX's cache on disk), for a
-    graph of at most `START_COMPILED_UP_TO` unknowns: the start (over NumPy) and a
-    `Result` as `optimise` gives it, its `seconds` the whole call's (the start included)."""
+    graph that `start_compiles`: the start (over NumPy) and a `Result` as `optimise` gives
+    it, its `seconds` the whole call's (the start included)."""
     start_time = time.perf_counter()
     solver = _compiled_solver(problem, fw, solver, "chordal_and_optimise")
-    if problem.unknowns > START_COMPILED_UP_TO:
+    if not start_compiles(problem):
         raise ValueError(
-            f"chordal_and_optimise: {problem.unknowns} unknowns; the start compiles dense up "
-            f"to {START_COMPILED_UP_TO} (a larger graph: chordal, then optimise(compiled=True))"
+            f"chordal_and_optimise: {problem.unknowns} unknowns and {problem.edges} edges; "
+            f"the start compiles dense up to {START_COMPILED_UP_TO} unknowns and "
+            f"{START_COMPILED_ENTRIES_UP_TO:,} edges times unknowns (a larger graph: "
+            "chordal, then optimise(compiled=True))"
         )
     # (jax.jit keeps a compilation per device itself)
     key = (fw.name, solver, problem.group, problem.vertices, problem.i.tobytes(),
