@@ -156,10 +156,9 @@ def chordal(problem: Problem, fw, solver: str | None = None):
     rounding, the dense one half the time on tinyGrid3D (benchmarks/NOTES.md 64). Returns
     NumPy poses."""
     if solver is None and problem.edges * problem.unknowns <= DENSE_START_UP_TO:
-        numpy = framework("numpy")
-        anchor = element_in(numpy, problem.anchor)
-        measurements = element_in(numpy, problem.measurements)
-        return chordal_dense(problem, numpy, anchor, measurements, problem.information).to_numpy()
+        # the problem's elements are over NumPy already
+        return chordal_dense(problem, framework("numpy"), problem.anchor, problem.measurements,
+                             problem.information).to_numpy()  # fmt: skip
     return chordal_sparse(problem, fw, solver)
 
 
